@@ -1,0 +1,1 @@
+"""Read-only views of the store: verification and export. Never writes anything."""

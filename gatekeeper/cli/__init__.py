@@ -1,0 +1,55 @@
+"""The ``gatekeeper`` command: a thin edge that turns options into domain calls and
+domain errors into one clear line on stderr (never a traceback).
+
+Each subcommand module imports only what it runs, so ``gatekeeper proxy`` never pays for
+FastAPI and ``gatekeeper audit`` never loads Alembic.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from gatekeeper import __version__
+from gatekeeper.cli import admin, audit, policy_cmd
+from gatekeeper.cli.context import Ctx
+from gatekeeper.errors import GatekeeperError
+
+
+class Group(click.Group):
+    """Turns a ``GatekeeperError`` anywhere below into ``Error: ...`` and its exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except GatekeeperError as exc:
+            click.echo(f"Error: {exc.message}", err=True)
+            if exc.hint:
+                click.echo(f"  → {exc.hint}", err=True)
+            sys.exit(exc.exit_code)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False, path_type=str),
+    envvar="GATEKEEPER_HOME",
+    help="State folder (database, secret.key). Default: $GATEKEEPER_HOME, else the user data folder.",
+)
+@click.version_option(__version__, prog_name="gatekeeper")
+@click.pass_context
+def cli(ctx: click.Context, home: str | None) -> None:
+    """Gatekeeper: every write an AI agent makes through MCP waits for a person's approval."""
+    ctx.obj = Ctx(home)
+
+
+cli.add_command(admin.init)
+cli.add_command(admin.db)
+cli.add_command(audit.audit)
+cli.add_command(policy_cmd.policy)
+
+
+def main() -> None:
+    cli(prog_name="gatekeeper")

@@ -1,0 +1,110 @@
+"""``gatekeeper init`` and ``gatekeeper db``: create the home, migrate the database."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from gatekeeper.cli.context import Ctx, pass_ctx
+from gatekeeper.cli.output import emit_json
+from gatekeeper.errors import HomeMissing
+from gatekeeper.store import Store
+from gatekeeper.store import events as ev
+
+
+@click.command()
+@pass_ctx
+def init(ctx: Ctx) -> None:
+    """Create the home (0700), the migrated database and secret.key (0600).
+
+    Safe to run again: it creates only what is missing.
+    """
+    from gatekeeper.store import migrate
+
+    home = ctx.home
+    created_home = home.create()
+    created_key = home.ensure_key()
+    new_db = not home.db_path.exists()
+    if new_db:  # private from the first byte, like secret.key
+        os.close(os.open(home.db_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+    before = migrate.upgrade(home.db_path)
+    with Store(home.db_path) as store:
+        if created_home or created_key or new_db or not before.up_to_date:
+            store.append_event(
+                ev.INIT,
+                ctx.actor,
+                {
+                    "home": str(home.path),
+                    "created_home": created_home,
+                    "created_key": created_key,
+                    "created_db": new_db,
+                    "applied": list(before.pending),
+                },
+            )
+            click.echo(f"Initialised Gatekeeper home at {home.path}")
+        else:
+            click.echo(f"Gatekeeper home at {home.path} is already initialised; nothing to do")
+    click.echo(f"  database   {home.db_path}")
+    click.echo(f"  signing key {home.key_path} (mode 0600; keep it out of backups you share)")
+
+
+@click.group()
+def db() -> None:
+    """Database schema: status and upgrade."""
+
+
+def _existing_home(ctx: Ctx) -> None:
+    if not ctx.home.path.is_dir():
+        raise HomeMissing(f"no Gatekeeper home at {ctx.home.path}", "run `gatekeeper init` first")
+
+
+@db.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@pass_ctx
+def db_status(ctx: Ctx, as_json: bool) -> None:
+    """Show the schema revision of the database and the revisions still to apply.
+
+    Exits 1 when an upgrade is needed.
+    """
+    from gatekeeper.store import migrate
+
+    _existing_home(ctx)
+    st = migrate.status(ctx.home.db_path)
+    if as_json:
+        emit_json(
+            {
+                "database": str(ctx.home.db_path),
+                "current": st.current,
+                "head": st.head,
+                "pending": list(st.pending),
+                "up_to_date": st.up_to_date,
+            }
+        )
+    elif st.up_to_date:
+        click.echo(f"{ctx.home.db_path}: schema {st.current} (up to date)")
+    else:
+        click.echo(f"{ctx.home.db_path}: schema {st.current or 'none'}; pending: {', '.join(st.pending)}")
+        click.echo("  → run `gatekeeper db upgrade`")
+    if not st.up_to_date:
+        raise SystemExit(1)
+
+
+@db.command("upgrade")
+@pass_ctx
+def db_upgrade(ctx: Ctx) -> None:
+    """Apply pending migrations, each revision in its own transaction."""
+    from gatekeeper.store import migrate
+
+    _existing_home(ctx)
+    before = migrate.upgrade(ctx.home.db_path)
+    if before.up_to_date:
+        click.echo(f"{ctx.home.db_path}: already at {before.head}; nothing to do")
+        return
+    with Store(ctx.home.db_path) as store:
+        store.append_event(
+            ev.DB_UPGRADE,
+            ctx.actor,
+            {"from": before.current, "to": before.head, "applied": list(before.pending)},
+        )
+    click.echo(f"{ctx.home.db_path}: upgraded {before.current or 'blank'} → {before.head}")

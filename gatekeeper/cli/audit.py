@@ -1,0 +1,297 @@
+"""``gatekeeper audit``: query and verify the audit log. Opens the database read-only."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from gatekeeper.canonical import parse_since
+from gatekeeper.cli.context import Ctx, pass_ctx
+from gatekeeper.cli.output import emit_json, kv, table
+from gatekeeper.errors import NotFound
+from gatekeeper.store import STATUSES, Reader
+from gatekeeper.store.engine import check_schema
+from gatekeeper.store.queries import event_dict
+
+
+class Since(click.ParamType):
+    """``30m``, ``1h``, ``7d`` ago, or an ISO-8601 time; becomes a canonical UTC timestamp."""
+
+    name = "since"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return parse_since(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+SINCE = click.option(
+    "--since", type=Since(), help="Only since then: a duration ago (30m, 1h, 7d) or ISO-8601."
+)
+JSON = click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+
+
+def _reader(ctx: Ctx) -> Reader:
+    home = ctx.home.require()
+    check_schema(home.db_path)
+    return Reader(home.db_path)
+
+
+def _event_json(row: Any) -> dict[str, Any]:
+    out = event_dict(row)
+    out["payload"] = json.loads(out["payload"])
+    return out
+
+
+@click.group()
+def audit() -> None:
+    """Query and verify the tamper-evident audit log (read-only)."""
+
+
+@audit.command()
+@click.option("--status", type=click.Choice(STATUSES), help="Only proposals with this derived status.")
+@click.option("--server", help="Only proposals for this downstream server.")
+@SINCE
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many rows."
+)
+@JSON
+@pass_ctx
+def proposals(
+    ctx: Ctx, status: str | None, server: str | None, since: str | None, limit: int, as_json: bool
+) -> None:
+    """List proposals, newest first, with their derived status."""
+    with _reader(ctx) as reader:
+        rows = reader.proposals(status=status, server=server, since=since, limit=limit)
+    if as_json:
+        for row in rows:
+            emit_json(row.as_dict())
+        return
+    table(
+        f"{len(rows)} proposal(s)" + (f" ({status})" if status else ""),
+        ("id", "status", "server", "tool", "path", "size", "sha256", "created_at"),
+        ((r.id, r.status, r.server, r.tool, r.path, r.size, r.sha256[:12], r.created_at) for r in rows),
+    )
+
+
+@audit.command()
+@click.argument("proposal_id")
+@click.option("--content", is_flag=True, help="Print the exact proposed bytes (with --json: as base64).")
+@JSON
+@pass_ctx
+def show(ctx: Ctx, proposal_id: str, content: bool, as_json: bool) -> None:
+    """One proposal: arguments, destination, size, sha256, decision, commit outcome and events."""
+    with _reader(ctx) as reader:
+        detail = reader.proposal(proposal_id)
+    if detail is None:
+        raise NotFound(f"no proposal {proposal_id}", "`gatekeeper audit proposals` lists them")
+    raw: bytes = detail.pop("content")
+    detail["arguments"] = json.loads(detail["arguments"])
+    for event in detail["events"]:
+        event["payload"] = json.loads(event["payload"])
+    if as_json:
+        if content:
+            detail["content_base64"] = base64.b64encode(raw).decode("ascii")
+        emit_json(detail)
+        return
+    if content:
+        sys.stdout.buffer.write(raw)
+        sys.stdout.flush()
+        return
+    decision, commit = detail["decision"], detail["commit"]
+    kv(
+        f"proposal {detail['id']}",
+        [
+            ("status", detail["status"]),
+            ("server / tool", f"{detail['server']} / {detail['tool']}"),
+            ("destination", detail["path"]),
+            ("workspace", detail["workspace"]),
+            ("size", f"{detail['size']} bytes ({detail['encoding']})"),
+            ("sha256", detail["sha256"]),
+            ("created", detail["created_at"]),
+            ("expires", detail["expires_at"]),
+            (
+                "requester",
+                f"{detail['client_name'] or '?'} {detail['client_version'] or ''} "
+                f"(protocol {detail['protocol_version'] or '?'}, session {detail['session_id'] or '?'})",
+            ),
+            ("policy", detail["policy_digest"]),
+            ("arguments", json.dumps(detail["arguments"], ensure_ascii=False)),
+            (
+                "decision",
+                f"{decision['verdict']} by {decision['reviewer']} at {decision['decided_at']}"
+                + (f": {decision['reason']}" if decision["reason"] else "")
+                if decision
+                else "none",
+            ),
+            (
+                "commit",
+                f"{commit['outcome']} at {commit['at']}"
+                + (f" → {commit['final_path']}" if commit["final_path"] else "")
+                + (f" ({commit['detail']})" if commit["detail"] else "")
+                if commit
+                else "none",
+            ),
+        ],
+    )
+    table(
+        "events",
+        ("seq", "at", "kind", "actor", "payload"),
+        (
+            (e["seq"], e["at"], e["kind"], e["actor"], json.dumps(e["payload"], ensure_ascii=False))
+            for e in detail["events"]
+        ),
+    )
+
+
+@audit.command()
+@click.option(
+    "--kind", help="Only events of this kind (init, proposal_created, decision, commit_outcome, ...)."
+)
+@click.option("--proposal", "proposal_id", help="Only events about this proposal.")
+@SINCE
+@click.option(
+    "--follow", "-f", is_flag=True, help="Keep printing new events as they are appended (Ctrl-C stops)."
+)
+@JSON
+@pass_ctx
+def log(
+    ctx: Ctx, kind: str | None, proposal_id: str | None, since: str | None, follow: bool, as_json: bool
+) -> None:
+    """Print audit events in order."""
+    with _reader(ctx) as reader:
+        rows = reader.events(kind=kind, proposal_id=proposal_id, since=since)
+        if as_json:
+            for row in rows:
+                emit_json(_event_json(row))
+        else:
+            table(
+                None,
+                ("seq", "at", "kind", "actor", "proposal", "payload"),
+                ((r[0], r[1], r[2], r[3], r[4] or "", r[5]) for r in rows),
+            )
+        if not follow:
+            return
+        last = rows[-1][0] if rows else reader.head()[0] if since is None else 0
+        try:
+            for row in _follow(reader, last, kind, proposal_id, since):
+                if as_json:
+                    emit_json(_event_json(row))
+                else:
+                    click.echo(
+                        "\t".join(str(v) for v in (row[0], row[1], row[2], row[3], row[4] or "", row[5]))
+                    )
+        except KeyboardInterrupt:
+            return
+
+
+def _follow(
+    reader: Reader, after: int, kind: str | None, proposal_id: str | None, since: str | None
+) -> Iterator[Any]:
+    """Wake on ``PRAGMA data_version`` (changes when another connection commits): no busy re-querying."""
+    version = None
+    while True:
+        current = reader.conn.execute("PRAGMA data_version").fetchone()[0]
+        if current != version:
+            version = current
+            for row in reader.events(kind=kind, proposal_id=proposal_id, since=since, after_seq=after):
+                after = row[0]
+                yield row
+            sys.stdout.flush()
+        time.sleep(0.1)
+
+
+@audit.command()
+@click.option(
+    "--expect-head", metavar="HASH", help="Also fail unless the chain ends at this hash (from `audit head`)."
+)
+@click.option(
+    "--files", is_flag=True, help="Also compare committed files on disk with their approved sha256."
+)
+@JSON
+@pass_ctx
+def verify(ctx: Ctx, expect_head: str | None, files: bool, as_json: bool) -> None:
+    """Recompute the hash chain. Exit 0 when intact; exit 1 naming the first bad seq."""
+    from gatekeeper.audit.verify import verify_chain, verify_files
+
+    with _reader(ctx) as reader:
+        report = verify_chain(reader, expect_head)
+        checked, problems = verify_files(reader) if files else (0, [])
+    ok = report.ok and not problems
+    if as_json:
+        out: dict[str, Any] = {
+            "ok": ok,
+            "events": report.count,
+            "head_seq": report.head_seq,
+            "head_hash": report.head_hash,
+        }
+        if report.problem:
+            out["bad_seq"], out["reason"] = report.problem.seq, report.problem.reason
+        if files:
+            out["files_checked"] = checked
+            out["file_problems"] = [p.__dict__ for p in problems]
+        emit_json(out)
+    else:
+        if report.problem:
+            click.echo(f"FAILED at seq {report.problem.seq}: {report.problem.reason}")
+            click.echo(f"  {report.count} event(s) verified before it; last good seq {report.head_seq}")
+        else:
+            click.echo(f"OK: {report.count} events, head seq {report.head_seq} hash {report.head_hash}")
+        if files:
+            for p in problems:
+                click.echo(f"FILE {p.problem}: {p.path} (proposal {p.proposal_id})")
+            click.echo(
+                f"{'OK' if not problems else 'FAILED'}: {checked} committed file(s) checked, "
+                f"{len(problems)} problem(s)"
+            )
+    if not ok:
+        raise SystemExit(1)
+
+
+@audit.command()
+@JSON
+@pass_ctx
+def head(ctx: Ctx, as_json: bool) -> None:
+    """Print the last seq and its hash: keep it elsewhere, check later with `verify --expect-head`."""
+    with _reader(ctx) as reader:
+        seq, digest = reader.head()
+    if as_json:
+        emit_json({"seq": seq, "hash": digest})
+    else:
+        click.echo(f"{seq} {digest}")
+
+
+@audit.command()
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True)
+@SINCE
+@pass_ctx
+def export(ctx: Ctx, fmt: str, since: str | None) -> None:
+    """Stream every audit event (payload as canonical JSON) to stdout."""
+    from gatekeeper.store.chain import batched
+
+    columns = ("seq", "at", "kind", "actor", "proposal_id", "payload", "prev_hash", "hash")
+    with _reader(ctx) as reader:
+        sql = (
+            f"SELECT {', '.join(columns)} FROM audit_event"
+            + (" WHERE at >= ?" if since else "")
+            + " ORDER BY seq"
+        )
+        cursor = reader.conn.execute(sql, (since,) if since else ())
+        out = sys.stdout
+        if fmt == "csv":
+            writer = csv.writer(out, lineterminator="\n")
+            writer.writerow(columns)
+            for row in batched(cursor):
+                writer.writerow(row)
+        else:
+            for row in batched(cursor):
+                out.write(json.dumps(_event_json(row), ensure_ascii=False, sort_keys=True) + "\n")
+        out.flush()

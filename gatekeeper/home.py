@@ -1,0 +1,114 @@
+"""Where Gatekeeper keeps its state: one private folder with the database and the signing key.
+
+``secret.key`` lives beside the database and never in it, so a copy of the database
+alone cannot forge decisions.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from gatekeeper.errors import GatekeeperError, HomeMissing
+
+ENV_HOME = "GATEKEEPER_HOME"
+DB_NAME = "gatekeeper.db"
+KEY_NAME = "secret.key"
+KEY_BYTES = 32
+
+
+def default_home() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("gatekeeper", appauthor=False))
+
+
+def resolve_home(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """``--home``, else ``$GATEKEEPER_HOME``, else the platform's user data folder."""
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    env = os.environ.get(ENV_HOME)
+    if env:
+        return Path(env).expanduser().absolute()
+    return default_home()
+
+
+@dataclass(frozen=True)
+class Home:
+    path: Path
+
+    @property
+    def db_path(self) -> Path:
+        return self.path / DB_NAME
+
+    @property
+    def key_path(self) -> Path:
+        return self.path / KEY_NAME
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path / "commit.lock"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.path / "logs"
+
+    def require(self) -> Home:
+        """Fail with the command to run when the home or its database is missing."""
+        if not self.path.is_dir():
+            raise HomeMissing(
+                f"no Gatekeeper home at {self.path}",
+                "run `gatekeeper init` first, or pass --home / set GATEKEEPER_HOME",
+            )
+        if not self.db_path.is_file():
+            raise HomeMissing(
+                f"no database at {self.db_path}",
+                "run `gatekeeper init` (or `gatekeeper db upgrade`) to create it",
+            )
+        return self
+
+    def create(self) -> bool:
+        """Create the folder (0700); return True when it did not exist."""
+        existed = self.path.is_dir()
+        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.path, 0o700)
+        return not existed
+
+    def ensure_key(self) -> bool:
+        """Create ``secret.key`` (0600, 32 random bytes) exclusively; return True when made now."""
+        try:
+            fd = os.open(self.key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            self.read_key()  # validates the existing one
+            return False
+        try:
+            os.write(fd, secrets.token_bytes(KEY_BYTES))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return True
+
+    def read_key(self) -> bytes:
+        try:
+            fd = os.open(self.key_path, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            raise HomeMissing(
+                f"no signing key at {self.key_path}", "run `gatekeeper init` to create it"
+            ) from None
+        with os.fdopen(fd, "rb") as f:
+            mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
+            key = f.read()
+        if mode & 0o077:
+            raise GatekeeperError(
+                f"{self.key_path} is readable by others (mode {mode:o})",
+                f"run `chmod 600 {self.key_path}`",
+            )
+        if len(key) != KEY_BYTES:
+            raise GatekeeperError(
+                f"{self.key_path} holds {len(key)} bytes, expected {KEY_BYTES}",
+                "restore it from a backup; a new key invalidates every recorded decision signature",
+            )
+        return key

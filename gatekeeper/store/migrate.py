@@ -1,0 +1,73 @@
+"""Run the Alembic migrations in ``migrations/`` against a Gatekeeper database.
+
+Imported only by ``gatekeeper init`` and ``gatekeeper db``: other processes check the
+revision with ``engine.check_schema`` and never load Alembic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gatekeeper.errors import SchemaTooNew
+from gatekeeper.resources import migrations_dir
+from gatekeeper.store.engine import current_revision, make_engine
+
+
+def _config(migrations: Path):
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations))
+    return cfg
+
+
+@dataclass(frozen=True)
+class SchemaStatus:
+    current: str | None
+    head: str
+    pending: tuple[str, ...]
+
+    @property
+    def up_to_date(self) -> bool:
+        return not self.pending
+
+
+def status(db_path: Path, migrations: Path | None = None) -> SchemaStatus:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(_config(migrations or migrations_dir()))
+    head = script.get_current_head()
+    assert head is not None
+    current = current_revision(db_path) if db_path.exists() else None
+    known = [rev.revision for rev in script.walk_revisions()]  # newest first
+    if current is not None and current not in known:
+        raise SchemaTooNew(
+            f"{db_path} has schema revision {current}, which this Gatekeeper does not know",
+            "upgrade Gatekeeper itself; do not use this older version on that database",
+        )
+    pending = []
+    for rev in known:
+        if rev == current:
+            break
+        pending.append(rev)
+    return SchemaStatus(current=current, head=head, pending=tuple(reversed(pending)))
+
+
+def upgrade(db_path: Path, migrations: Path | None = None) -> SchemaStatus:
+    """Apply every pending revision, each in its own IMMEDIATE transaction with its version row."""
+    from alembic import command
+
+    migrations = migrations or migrations_dir()
+    before = status(db_path, migrations)
+    if before.up_to_date:
+        return before
+    cfg = _config(migrations)
+    engine = make_engine(db_path, immediate=True)
+    try:
+        with engine.connect() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+    finally:
+        engine.dispose()
+    return before

@@ -1,0 +1,209 @@
+"""Read-only queries. A proposal's status is computed here from which rows exist, never stored.
+
+pending   no decision, not expired         rejected  decision says so
+expired   no decision, past expires_at     approved  approved, no outcome yet
+committed outcome 'created'                conflict / refused / failed: that outcome
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from gatekeeper.canonical import now_ts
+from gatekeeper.store.chain import GENESIS, EventRow
+from gatekeeper.store.engine import BUSY_TIMEOUT_MS
+
+STATUSES = ("pending", "expired", "rejected", "approved", "committed", "conflict", "refused", "failed")
+
+STATUS_SQL = """CASE
+    WHEN c.outcome = 'created' THEN 'committed'
+    WHEN c.outcome IS NOT NULL THEN c.outcome
+    WHEN d.verdict IS NOT NULL THEN d.verdict
+    WHEN p.expires_at <= :now THEN 'expired'
+    ELSE 'pending' END"""
+
+# For each status, a WHERE clause that an index can serve (the CASE above cannot).
+_STATUS_WHERE = {
+    "pending": "d.proposal_id IS NULL AND p.expires_at > :now",
+    "expired": "d.proposal_id IS NULL AND p.expires_at <= :now",
+    "rejected": "d.verdict = 'rejected'",
+    "approved": "d.verdict = 'approved' AND c.proposal_id IS NULL",
+    "committed": "c.outcome = 'created'",
+    "conflict": "c.outcome = 'conflict'",
+    "refused": "c.outcome = 'refused'",
+    "failed": "c.outcome = 'failed'",
+}
+
+_LIST_COLUMNS = (
+    "p.id, " + STATUS_SQL + " AS status, p.server, p.tool, p.path, p.size, p.sha256, p.created_at, "
+    "p.expires_at, d.reviewer, d.reason, c.final_path"
+)
+_FROM = (
+    "FROM proposal p LEFT JOIN decision d ON d.proposal_id = p.id "
+    "LEFT JOIN commit_record c ON c.proposal_id = p.id"
+)
+
+
+@dataclass(frozen=True)
+class ProposalRow:
+    id: str
+    status: str
+    server: str
+    tool: str
+    path: str
+    size: int
+    sha256: str
+    created_at: str
+    expires_at: str
+    reviewer: str | None
+    reason: str | None
+    final_path: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Reader:
+    """Plain sqlite3, read-only (``mode=ro``): ``audit`` can never write, even by mistake."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = Path(db_path)
+        self.conn = sqlite3.connect(
+            f"file:{self.db_path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
+        )
+        self.conn.isolation_level = None  # autocommit; snapshots are taken with explicit BEGIN
+        self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- proposals ---------------------------------------------------------------------------
+
+    def proposals(
+        self,
+        *,
+        status: str | None = None,
+        server: str | None = None,
+        since: str | None = None,
+        limit: int | None = 50,
+        now: str | None = None,
+    ) -> list[ProposalRow]:
+        """Newest first."""
+        where, params = [], {"now": now or now_ts()}
+        if status is not None:
+            where.append(_STATUS_WHERE[status])
+        if server is not None:
+            where.append("p.server = :server")
+            params["server"] = server
+        if since is not None:
+            where.append("p.created_at >= :since")
+            params["since"] = since
+        sql = f"SELECT {_LIST_COLUMNS} {_FROM}"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY p.created_at DESC, p.id DESC"
+        if limit is not None:
+            sql += " LIMIT :limit"
+            params["limit"] = limit
+        return [ProposalRow(*row) for row in self.conn.execute(sql, params)]
+
+    def proposal(self, proposal_id: str, now: str | None = None) -> dict[str, Any] | None:
+        """Everything about one proposal: its row, decision, outcome and events."""
+        self.conn.execute("BEGIN")  # one snapshot for all the reads below
+        try:
+            cur = self.conn.execute(
+                f"SELECT p.*, {STATUS_SQL} AS status {_FROM} WHERE p.id = :id",
+                {"id": proposal_id, "now": now or now_ts()},
+            )
+            row = cur.fetchone()
+            if row is None:
+                return None
+            result = dict(zip([c[0] for c in cur.description], row, strict=True))
+            result["decision"] = self._one("SELECT * FROM decision WHERE proposal_id = ?", proposal_id)
+            result["commit"] = self._one("SELECT * FROM commit_record WHERE proposal_id = ?", proposal_id)
+            result["events"] = [
+                event_dict(r)
+                for r in self.conn.execute(
+                    "SELECT * FROM audit_event WHERE proposal_id = ? ORDER BY seq", (proposal_id,)
+                )
+            ]
+            return result
+        finally:
+            self.conn.execute("COMMIT")
+
+    def _one(self, sql: str, *params: Any) -> dict[str, Any] | None:
+        cur = self.conn.execute(sql, params)
+        row = cur.fetchone()
+        return dict(zip([c[0] for c in cur.description], row, strict=True)) if row else None
+
+    def committed_files(self) -> Iterator[tuple[str, str, str, str | None, str]]:
+        """(proposal id, workspace, path, final_path, sha256) of every proposal recorded as created."""
+        yield from self.conn.execute(
+            "SELECT p.id, p.workspace, p.path, c.final_path, p.sha256 FROM proposal p "
+            "JOIN commit_record c ON c.proposal_id = p.id WHERE c.outcome = 'created' ORDER BY p.created_at"
+        )
+
+    # -- events ------------------------------------------------------------------------------
+
+    def events(
+        self,
+        *,
+        kind: str | None = None,
+        proposal_id: str | None = None,
+        since: str | None = None,
+        after_seq: int = 0,
+        limit: int | None = None,
+    ) -> list[EventRow]:
+        where, params = ["seq > :after"], {"after": after_seq}
+        if kind is not None:
+            where.append("kind = :kind")
+            params["kind"] = kind
+        if proposal_id is not None:
+            where.append("proposal_id = :pid")
+            params["pid"] = proposal_id
+        if since is not None:
+            where.append("at >= :since")
+            params["since"] = since
+        sql = "SELECT * FROM audit_event WHERE " + " AND ".join(where) + " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT :limit"
+            params["limit"] = limit
+        return list(self.conn.execute(sql, params))
+
+    def all_events(self) -> sqlite3.Cursor:
+        """Every event in seq order, for ``verify`` to stream (use ``chain.batched``)."""
+        return self.conn.execute(
+            "SELECT seq, at, kind, actor, proposal_id, payload, prev_hash, hash FROM audit_event ORDER BY seq"
+        )
+
+    def head(self) -> tuple[int, str]:
+        row = self.conn.execute("SELECT seq, hash FROM audit_event ORDER BY seq DESC LIMIT 1").fetchone()
+        return (row[0], row[1]) if row else (0, GENESIS)
+
+    def reviewers(self) -> list[dict[str, Any]]:
+        cur = self.conn.execute("SELECT name, created_at, disabled_at FROM reviewer ORDER BY name")
+        return [dict(zip(("name", "created_at", "disabled_at"), r, strict=True)) for r in cur]
+
+
+def event_dict(row: EventRow) -> dict[str, Any]:
+    seq, at, kind, actor, proposal_id, payload, prev_hash, digest = row
+    return {
+        "seq": seq,
+        "at": at,
+        "kind": kind,
+        "actor": actor,
+        "proposal_id": proposal_id,
+        "payload": payload,
+        "prev_hash": prev_hash,
+        "hash": digest,
+    }

@@ -1,0 +1,105 @@
+"""The tables, as SQLModel classes. Migrations in ``migrations/`` create them; this mirrors them.
+
+Audit-bearing tables (proposal, decision, commit_record, audit_event) are append-only:
+triggers refuse UPDATE and DELETE. A proposal's status is derived from which rows exist.
+Times are canonical UTC text (see ``gatekeeper.canonical.format_ts``) so that they hash exactly.
+"""
+
+from __future__ import annotations
+
+from sqlmodel import Field, SQLModel
+
+APPEND_ONLY_TABLES = ("proposal", "decision", "commit_record", "audit_event")
+VERDICTS = ("approved", "rejected")
+OUTCOMES = ("created", "conflict", "refused", "failed")
+
+
+class Proposal(SQLModel, table=True):
+    __tablename__ = "proposal"
+
+    id: str = Field(primary_key=True, max_length=26)
+    created_at: str = Field(index=True)
+    server: str
+    tool: str
+    arguments: str  # canonical JSON of the exact argument object received
+    args_sha256: str  # digest of ``arguments``: finds an identical pending retry
+    workspace: str  # absolute workspace root at proposal time
+    path: str = Field(index=True)  # normalised, relative, POSIX
+    content: bytes
+    sha256: str
+    size: int
+    encoding: str = "text"
+    client_name: str | None = None
+    client_version: str | None = None
+    protocol_version: str | None = None
+    session_id: str | None = None
+    policy_digest: str
+    expires_at: str = Field(index=True)
+
+
+class Decision(SQLModel, table=True):
+    __tablename__ = "decision"
+
+    id: int | None = Field(default=None, primary_key=True)
+    proposal_id: str = Field(foreign_key="proposal.id", unique=True)
+    verdict: str
+    reviewer: str
+    reason: str | None = None
+    sha256: str  # what the reviewer's page showed and posted back
+    path: str
+    decided_at: str
+    signature: str  # HMAC-SHA256 over the canonical decision, key in secret.key
+
+
+class CommitRecord(SQLModel, table=True):
+    __tablename__ = "commit_record"
+
+    id: int | None = Field(default=None, primary_key=True)
+    proposal_id: str = Field(foreign_key="proposal.id", unique=True)
+    outcome: str
+    observed_sha256: str | None = None
+    final_path: str | None = None
+    detail: str = ""
+    at: str
+
+
+class AuditEvent(SQLModel, table=True):
+    __tablename__ = "audit_event"
+
+    seq: int = Field(primary_key=True)  # 1, 2, 3 ... assigned inside BEGIN IMMEDIATE
+    at: str = Field(index=True)
+    kind: str = Field(index=True)
+    actor: str
+    proposal_id: str | None = Field(default=None, index=True)
+    payload: str  # canonical JSON object
+    prev_hash: str
+    hash: str
+
+
+class Reviewer(SQLModel, table=True):
+    __tablename__ = "reviewer"
+
+    name: str = Field(primary_key=True)
+    password_hash: str
+    created_at: str
+    disabled_at: str | None = None  # once set, final
+
+
+class ReviewSession(SQLModel, table=True):
+    __tablename__ = "review_session"
+
+    id: str = Field(primary_key=True)  # random, carried in the signed cookie
+    reviewer: str = Field(foreign_key="reviewer.name", index=True)
+    created_at: str
+    expires_at: str
+    ended_at: str | None = None
+
+
+class UsedNonce(SQLModel, table=True):
+    """Single-use tokens (log-in links, ...): a UNIQUE nonce makes a replay fail."""
+
+    __tablename__ = "used_nonce"
+
+    nonce: str = Field(primary_key=True)
+    purpose: str
+    used_at: str

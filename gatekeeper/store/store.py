@@ -1,0 +1,420 @@
+"""The one door through which state changes: each method is one BEGIN IMMEDIATE transaction
+that writes its rows and its audit event together, or nothing at all.
+
+No MCP, no HTTP here. Refusals (a forged approval, a second decision) are recorded as events
+in a transaction of their own that commits, and then raised to the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from gatekeeper import signing
+from gatekeeper.canonical import canonical_json, new_id, now_ts, sha256_hex
+from gatekeeper.errors import Conflict, InvalidInput, NotFound
+from gatekeeper.store import events as ev
+from gatekeeper.store.chain import GENESIS, event_hash
+from gatekeeper.store.engine import check_schema, make_engine
+from gatekeeper.store.schema import OUTCOMES, VERDICTS, AuditEvent, CommitRecord, Decision, Proposal, Reviewer
+
+_proposal = Proposal.__table__  # type: ignore[attr-defined]
+_decision = Decision.__table__  # type: ignore[attr-defined]
+_commit = CommitRecord.__table__  # type: ignore[attr-defined]
+_event = AuditEvent.__table__  # type: ignore[attr-defined]
+_reviewer = Reviewer.__table__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    at: str
+    kind: str
+    actor: str
+    proposal_id: str | None
+    payload: str
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True)
+class ProposalDraft:
+    """Everything the proxy knows about a write call once policy has turned it into a path and bytes."""
+
+    server: str
+    tool: str
+    arguments: Any  # the exact argument object received (JSON value)
+    workspace: str
+    path: str
+    content: bytes
+    policy_digest: str
+    expires_at: str
+    encoding: str = "text"
+    client_name: str | None = None
+    client_version: str | None = None
+    protocol_version: str | None = None
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Proposed:
+    id: str
+    created: bool  # False: an identical pending proposal already existed and is returned
+    sha256: str
+    size: int
+    expires_at: str
+
+
+class Store:
+    """A Gatekeeper database. ``Store.open`` checks the schema; writes go through the methods below."""
+
+    def __init__(self, db_path: Path, *, check: bool = True) -> None:
+        self.db_path = Path(db_path)
+        if check:
+            check_schema(self.db_path)
+        self.writer: Engine = make_engine(self.db_path, immediate=True)
+        self.reader: Engine = make_engine(self.db_path, immediate=False)
+
+    @classmethod
+    def open(cls, db_path: Path) -> Store:
+        return cls(db_path)
+
+    def close(self) -> None:
+        self.writer.dispose()
+        self.reader.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any exception)."""
+        with self.writer.begin() as conn:
+            yield conn
+
+    # -- the audit chain -------------------------------------------------------------------
+
+    @staticmethod
+    def _append(
+        conn: Connection, kind: str, actor: str, proposal_id: str | None, payload: dict[str, Any]
+    ) -> Event:
+        last = conn.exec_driver_sql("SELECT seq, hash FROM audit_event ORDER BY seq DESC LIMIT 1").first()
+        seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
+        at = now_ts()
+        text = canonical_json(payload)
+        digest = event_hash(prev, seq, at, kind, actor, proposal_id, text)
+        conn.execute(
+            insert(_event).values(
+                seq=seq,
+                at=at,
+                kind=kind,
+                actor=actor,
+                proposal_id=proposal_id,
+                payload=text,
+                prev_hash=prev,
+                hash=digest,
+            )
+        )
+        return Event(seq, at, kind, actor, proposal_id, text, prev, digest)
+
+    def append_event(
+        self, kind: str, actor: str, payload: dict[str, Any] | None = None, proposal_id: str | None = None
+    ) -> Event:
+        """Record something that changed no other table: a refusal, a denied tool, ``init``."""
+        with self.transaction() as conn:
+            return self._append(conn, kind, actor, proposal_id, payload or {})
+
+    # -- proposals ---------------------------------------------------------------------------
+
+    def propose(self, draft: ProposalDraft, actor: str = "proxy") -> Proposed:
+        """Record a proposal, or return the identical one still pending (agents retry)."""
+        if draft.encoding not in ("text", "base64"):
+            raise InvalidInput(f"unknown encoding {draft.encoding!r}", "use 'text' or 'base64'")
+        arguments = canonical_json(draft.arguments, allow_floats=True)
+        args_sha = sha256_hex(arguments.encode("utf-8"))
+        digest = sha256_hex(draft.content)
+        with self.transaction() as conn:
+            now = now_ts()
+            existing = conn.exec_driver_sql(
+                "SELECT p.id, p.expires_at FROM proposal p WHERE p.server = ? AND p.tool = ? "
+                "AND p.args_sha256 = ? AND p.path = ? AND p.sha256 = ? AND p.expires_at > ? "
+                "AND NOT EXISTS (SELECT 1 FROM decision d WHERE d.proposal_id = p.id) "
+                "ORDER BY p.created_at DESC LIMIT 1",
+                (draft.server, draft.tool, args_sha, draft.path, digest, now),
+            ).first()
+            if existing:
+                self._append(
+                    conn,
+                    ev.PROPOSAL_REPEATED,
+                    actor,
+                    existing[0],
+                    {"session_id": draft.session_id, "args_sha256": args_sha},
+                )
+                return Proposed(existing[0], False, digest, len(draft.content), existing[1])
+            pid = new_id()
+            conn.execute(
+                insert(_proposal).values(
+                    id=pid,
+                    created_at=now,
+                    server=draft.server,
+                    tool=draft.tool,
+                    arguments=arguments,
+                    args_sha256=args_sha,
+                    workspace=draft.workspace,
+                    path=draft.path,
+                    content=draft.content,
+                    sha256=digest,
+                    size=len(draft.content),
+                    encoding=draft.encoding,
+                    client_name=draft.client_name,
+                    client_version=draft.client_version,
+                    protocol_version=draft.protocol_version,
+                    session_id=draft.session_id,
+                    policy_digest=draft.policy_digest,
+                    expires_at=draft.expires_at,
+                )
+            )
+            self._append(
+                conn,
+                ev.PROPOSAL_CREATED,
+                actor,
+                pid,
+                {
+                    "server": draft.server,
+                    "tool": draft.tool,
+                    "path": draft.path,
+                    "sha256": digest,
+                    "size": len(draft.content),
+                    "args_sha256": args_sha,
+                    "expires_at": draft.expires_at,
+                    "client": draft.client_name,
+                    "client_version": draft.client_version,
+                    "protocol_version": draft.protocol_version,
+                    "session_id": draft.session_id,
+                    "policy_digest": draft.policy_digest,
+                },
+            )
+            return Proposed(pid, True, digest, len(draft.content), draft.expires_at)
+
+    # -- decisions ---------------------------------------------------------------------------
+
+    def decide(
+        self,
+        proposal_id: str,
+        *,
+        verdict: str,
+        reviewer: str,
+        sha256: str,
+        path: str,
+        key: bytes,
+        reason: str | None = None,
+        actor: str | None = None,
+    ) -> Event:
+        """Approve or reject exactly the proposal the reviewer saw (its sha256 and path).
+
+        Every refusal is an audit event and then a ``Conflict`` / ``NotFound`` / ``InvalidInput``.
+        """
+        actor = actor or f"reviewer:{reviewer}"
+        reason = (reason or "").strip() or None
+        with self.transaction() as conn:
+            refusal, error = self._decision_refusal(
+                conn, proposal_id, verdict, reviewer, sha256, path, reason
+            )
+            if refusal is None:
+                decided_at = now_ts()
+                signature = signing.sign(
+                    key,
+                    signing.decision_message(
+                        proposal_id=proposal_id,
+                        verdict=verdict,
+                        reviewer=reviewer,
+                        reason=reason,
+                        sha256=sha256,
+                        path=path,
+                        decided_at=decided_at,
+                    ),
+                )
+                try:
+                    conn.execute(
+                        insert(_decision).values(
+                            proposal_id=proposal_id,
+                            verdict=verdict,
+                            reviewer=reviewer,
+                            reason=reason,
+                            sha256=sha256,
+                            path=path,
+                            decided_at=decided_at,
+                            signature=signature,
+                        )
+                    )
+                except IntegrityError:  # a racing decision won; the UNIQUE index is the last word
+                    refusal, error = "already decided", Conflict(f"proposal {proposal_id} is already decided")
+                else:
+                    return self._append(
+                        conn,
+                        ev.DECISION,
+                        actor,
+                        proposal_id,
+                        {
+                            "verdict": verdict,
+                            "reviewer": reviewer,
+                            "reason": reason,
+                            "sha256": sha256,
+                            "path": path,
+                            "signature": signature,
+                        },
+                    )
+            # Nothing else was written in this transaction: the refusal event commits alone.
+            self._append(
+                conn,
+                ev.DECISION_REFUSED,
+                actor,
+                proposal_id,
+                {"verdict": verdict, "reviewer": reviewer, "why": refusal, "sha256": sha256, "path": path},
+            )
+        assert error is not None
+        raise error
+
+    @staticmethod
+    def _decision_refusal(
+        conn: Connection,
+        proposal_id: str,
+        verdict: str,
+        reviewer: str,
+        sha256: str,
+        path: str,
+        reason: str | None,
+    ) -> tuple[str | None, Exception | None]:
+        if verdict not in VERDICTS:
+            return "bad verdict", InvalidInput(f"unknown verdict {verdict!r}", "use 'approved' or 'rejected'")
+        if verdict == "rejected" and not reason:
+            return "no reason", InvalidInput("a rejection needs a reason", "say what the agent should change")
+        row = conn.exec_driver_sql(
+            "SELECT sha256, path, expires_at FROM proposal WHERE id = ?", (proposal_id,)
+        ).first()
+        if row is None:
+            return "no such proposal", NotFound(f"no proposal {proposal_id}")
+        who = conn.exec_driver_sql("SELECT disabled_at FROM reviewer WHERE name = ?", (reviewer,)).first()
+        if who is None or who[0] is not None:
+            return "reviewer unknown or disabled", Conflict(f"reviewer {reviewer!r} is unknown or disabled")
+        if conn.exec_driver_sql("SELECT 1 FROM decision WHERE proposal_id = ?", (proposal_id,)).first():
+            return "already decided", Conflict(f"proposal {proposal_id} is already decided")
+        if sha256 != row[0] or path != row[1]:
+            return "digest or path mismatch", Conflict(
+                f"the approval names sha256 {sha256[:12]}… at {path!r}, but proposal {proposal_id} "
+                f"is sha256 {row[0][:12]}… at {row[1]!r}",
+                "reload the proposal page and decide on what it shows now",
+            )
+        if verdict == "approved" and row[2] <= now_ts():
+            return "expired", Conflict(
+                f"proposal {proposal_id} expired at {row[2]}", "ask the agent to propose again"
+            )
+        return None, None
+
+    # -- commits -----------------------------------------------------------------------------
+
+    def record_commit_intent(self, proposal_id: str, actor: str = "committer") -> Event:
+        """Say, durably, that the file step for this approved proposal is about to run."""
+        with self.transaction() as conn:
+            row = conn.exec_driver_sql(
+                "SELECT p.path, p.sha256, d.verdict, c.outcome FROM proposal p "
+                "LEFT JOIN decision d ON d.proposal_id = p.id "
+                "LEFT JOIN commit_record c ON c.proposal_id = p.id WHERE p.id = ?",
+                (proposal_id,),
+            ).first()
+            if row is None:
+                raise NotFound(f"no proposal {proposal_id}")
+            if row[2] != "approved":
+                raise Conflict(f"proposal {proposal_id} is not approved")
+            if row[3] is not None:
+                raise Conflict(f"proposal {proposal_id} already has outcome {row[3]!r}")
+            return self._append(
+                conn, ev.COMMIT_INTENT, actor, proposal_id, {"path": row[0], "sha256": row[1]}
+            )
+
+    def record_commit_outcome(
+        self,
+        proposal_id: str,
+        outcome: str,
+        *,
+        detail: str = "",
+        observed_sha256: str | None = None,
+        final_path: str | None = None,
+        actor: str = "committer",
+    ) -> Event:
+        """The one outcome of an approved proposal; a second one is a ``Conflict``."""
+        if outcome not in OUTCOMES:
+            raise InvalidInput(f"unknown outcome {outcome!r}", f"use one of {', '.join(OUTCOMES)}")
+        with self.transaction() as conn:
+            try:
+                conn.execute(
+                    insert(_commit).values(
+                        proposal_id=proposal_id,
+                        outcome=outcome,
+                        observed_sha256=observed_sha256,
+                        final_path=final_path,
+                        detail=detail,
+                        at=now_ts(),
+                    )
+                )
+            except IntegrityError as exc:
+                if "UNIQUE" in str(exc.orig):
+                    raise Conflict(f"proposal {proposal_id} already has an outcome") from None
+                raise NotFound(f"no proposal {proposal_id}") from None
+            return self._append(
+                conn,
+                ev.COMMIT_OUTCOME,
+                actor,
+                proposal_id,
+                {
+                    "outcome": outcome,
+                    "observed_sha256": observed_sha256,
+                    "final_path": final_path,
+                    "detail": detail,
+                },
+            )
+
+    # -- reviewers ---------------------------------------------------------------------------
+
+    def add_reviewer(self, name: str, password_hash: str, actor: str = "cli") -> Event:
+        with self.transaction() as conn:
+            if conn.exec_driver_sql("SELECT 1 FROM reviewer WHERE name = ?", (name,)).first():
+                raise Conflict(f"reviewer {name!r} already exists", "pick another name")
+            conn.execute(
+                insert(_reviewer).values(name=name, password_hash=password_hash, created_at=now_ts())
+            )
+            return self._append(conn, ev.REVIEWER_ADDED, actor, None, {"reviewer": name})
+
+    def disable_reviewer(self, name: str, actor: str = "cli") -> Event:
+        with self.transaction() as conn:
+            row = conn.exec_driver_sql("SELECT disabled_at FROM reviewer WHERE name = ?", (name,)).first()
+            if row is None:
+                raise NotFound(f"no reviewer {name!r}", "`gatekeeper reviewer list` shows them")
+            if row[0] is not None:
+                raise Conflict(f"reviewer {name!r} is already disabled (since {row[0]})")
+            conn.execute(update(_reviewer).where(_reviewer.c.name == name).values(disabled_at=now_ts()))
+            return self._append(conn, ev.REVIEWER_DISABLED, actor, None, {"reviewer": name})
+
+    def set_reviewer_password(self, name: str, password_hash: str, actor: str = "cli") -> Event:
+        with self.transaction() as conn:
+            row = conn.exec_driver_sql("SELECT disabled_at FROM reviewer WHERE name = ?", (name,)).first()
+            if row is None:
+                raise NotFound(f"no reviewer {name!r}", "`gatekeeper reviewer list` shows them")
+            conn.execute(
+                update(_reviewer).where(_reviewer.c.name == name).values(password_hash=password_hash)
+            )
+            return self._append(conn, ev.REVIEWER_PASSWORD, actor, None, {"reviewer": name})
+
+    def reviewer(self, name: str) -> Reviewer | None:
+        with self.reader.connect() as conn:
+            row = conn.execute(select(_reviewer).where(_reviewer.c.name == name)).first()
+        return Reviewer.model_validate(row._mapping) if row else None

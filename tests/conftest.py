@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gatekeeper.home import Home
+from gatekeeper.store import Store
+from tests.helpers import make_home
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never touch the user's real home or policy: each test gets its own."""
+    monkeypatch.setenv("GATEKEEPER_HOME", str(tmp_path_factory.mktemp("unused-home") / "home"))
+    monkeypatch.delenv("GATEKEEPER_POLICY", raising=False)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
+    h = make_home(tmp_path / "home")
+    monkeypatch.setenv("GATEKEEPER_HOME", str(h.path))
+    return h
+
+
+@pytest.fixture
+def store(home: Home) -> Iterator[Store]:
+    with Store(home.db_path) as s:
+        yield s

@@ -1,0 +1,50 @@
+"""Shared test helpers: a real home with a real migrated database, and proposal drafts."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from gatekeeper.canonical import format_ts, utc_now
+from gatekeeper.home import Home
+from gatekeeper.store import ProposalDraft, Store, migrate
+
+
+def make_home(path: Path) -> Home:
+    home = Home(path)
+    home.create()
+    home.ensure_key()
+    migrate.upgrade(home.db_path)
+    return home
+
+
+def draft(
+    path: str = "notes/a.md",
+    content: bytes = b"hello\n",
+    *,
+    server: str = "notes",
+    tool: str = "create_note",
+    arguments: object = None,
+    expires_in: float = 3600,
+    session_id: str | None = "s1",
+) -> ProposalDraft:
+    return ProposalDraft(
+        server=server,
+        tool=tool,
+        arguments=arguments
+        if arguments is not None
+        else {"path": path, "content": content.decode("latin-1")},
+        workspace="/tmp/workspace",
+        path=path,
+        content=content,
+        policy_digest="0" * 64,
+        expires_at=format_ts(utc_now() + timedelta(seconds=expires_in)),
+        client_name="pytest",
+        client_version="1",
+        protocol_version="2025-11-25",
+        session_id=session_id,
+    )
+
+
+def add_reviewer(store: Store, name: str = "alice") -> None:
+    store.add_reviewer(name, "$argon2id$placeholder-not-a-real-hash")

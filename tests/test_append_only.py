@@ -1,0 +1,55 @@
+"""Audit-bearing rows cannot be changed or removed, not even through the plain sqlite3 module."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from gatekeeper.home import Home
+from gatekeeper.store import Store
+from tests.helpers import add_reviewer, draft
+
+STATEMENTS = {
+    "proposal": ("UPDATE proposal SET content = x'00'", "DELETE FROM proposal"),
+    "decision": ("UPDATE decision SET verdict = 'approved'", "DELETE FROM decision"),
+    "commit_record": ("UPDATE commit_record SET outcome = 'created'", "DELETE FROM commit_record"),
+    "audit_event": ("UPDATE audit_event SET kind = 'x'", "DELETE FROM audit_event"),
+}
+
+
+@pytest.fixture
+def populated(home: Home, store: Store) -> Home:
+    add_reviewer(store)
+    p = store.propose(draft())
+    store.decide(
+        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key()
+    )
+    store.record_commit_intent(p.id)
+    store.record_commit_outcome(p.id, "conflict", detail="test")
+    return home
+
+
+@pytest.mark.parametrize("table", sorted(STATEMENTS))
+@pytest.mark.parametrize("which", ["UPDATE", "DELETE"])
+def test_update_and_delete_are_refused(populated: Home, table: str, which: str) -> None:
+    sql = STATEMENTS[table][0 if which == "UPDATE" else 1]
+    conn = sqlite3.connect(populated.db_path)
+    before = conn.execute(f"SELECT * FROM {table}").fetchall()
+    assert before, "the fixture must have put a row there, else the trigger would not fire"
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute(sql)
+    conn.rollback()
+    assert conn.execute(f"SELECT * FROM {table}").fetchall() == before
+
+
+def test_reviewers_are_never_deleted_and_a_disable_is_final(populated: Home, store: Store) -> None:
+    conn = sqlite3.connect(populated.db_path)
+    with pytest.raises(sqlite3.IntegrityError, match="disable instead"):
+        conn.execute("DELETE FROM reviewer")
+    with pytest.raises(sqlite3.IntegrityError, match="final"):
+        conn.execute("UPDATE reviewer SET name = 'mallory'")
+    conn.rollback()
+    store.disable_reviewer("alice")
+    with pytest.raises(sqlite3.IntegrityError, match="final"):
+        conn.execute("UPDATE reviewer SET disabled_at = NULL")

@@ -1,0 +1,172 @@
+"""The schema a blank database ends with, the version gate, and migrations that fail."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gatekeeper.errors import SchemaTooNew, SchemaTooOld
+from gatekeeper.home import Home
+from gatekeeper.resources import migrations_dir
+from gatekeeper.store import Store, migrate
+from gatekeeper.store.engine import HEAD_REVISION, KNOWN_REVISIONS
+from gatekeeper.store.schema import SQLModel
+
+EXPECTED_COLUMNS = {
+    "proposal": [
+        "id",
+        "created_at",
+        "server",
+        "tool",
+        "arguments",
+        "args_sha256",
+        "workspace",
+        "path",
+        "content",
+        "sha256",
+        "size",
+        "encoding",
+        "client_name",
+        "client_version",
+        "protocol_version",
+        "session_id",
+        "policy_digest",
+        "expires_at",
+    ],
+    "decision": [
+        "id",
+        "proposal_id",
+        "verdict",
+        "reviewer",
+        "reason",
+        "sha256",
+        "path",
+        "decided_at",
+        "signature",
+    ],
+    "commit_record": ["id", "proposal_id", "outcome", "observed_sha256", "final_path", "detail", "at"],
+    "audit_event": ["seq", "at", "kind", "actor", "proposal_id", "payload", "prev_hash", "hash"],
+    "reviewer": ["name", "password_hash", "created_at", "disabled_at"],
+    "review_session": ["id", "reviewer", "created_at", "expires_at", "ended_at"],
+    "used_nonce": ["nonce", "purpose", "used_at"],
+    "alembic_version": ["version_num"],
+}
+EXPECTED_INDEXES = {
+    "ix_proposal_created_at",
+    "ix_proposal_expires_at",
+    "ix_proposal_path",
+    "ix_proposal_retry",
+    "ix_audit_event_at",
+    "ix_audit_event_kind",
+    "ix_audit_event_proposal_id",
+    "ix_review_session_reviewer",
+}
+EXPECTED_TRIGGERS = {
+    f"{t}_no_{a}"
+    for t in ("proposal", "decision", "commit_record", "audit_event")
+    for a in ("update", "delete")
+} | {"reviewer_no_delete", "reviewer_fixed", "used_nonce_no_change", "used_nonce_no_delete"}
+
+
+def _names(conn: sqlite3.Connection, kind: str) -> set[str]:
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = ? AND name NOT LIKE 'sqlite_%'", (kind,))
+    return {r[0] for r in rows}
+
+
+def test_blank_database_has_exactly_the_expected_schema(home: Home) -> None:
+    conn = sqlite3.connect(home.db_path)
+    assert _names(conn, "table") == set(EXPECTED_COLUMNS)
+    for table, columns in EXPECTED_COLUMNS.items():
+        assert [r[1] for r in conn.execute(f"PRAGMA table_info({table})")] == columns, table
+    assert _names(conn, "index") == EXPECTED_INDEXES
+    assert _names(conn, "trigger") == EXPECTED_TRIGGERS
+    # UNIQUE(proposal_id) on decision and commit_record: one decision, one outcome per proposal.
+    for table in ("decision", "commit_record"):
+        uniques = [r for r in conn.execute(f"PRAGMA index_list({table})") if r[2] == 1]
+        cols = [conn.execute(f"PRAGMA index_info({u[1]})").fetchone()[2] for u in uniques]
+        assert cols == ["proposal_id"], table
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (HEAD_REVISION,)
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_models_mirror_the_migrated_schema(home: Home) -> None:
+    """SQLModel classes and migrations must not drift apart."""
+    conn = sqlite3.connect(home.db_path)
+    for name, table in SQLModel.metadata.tables.items():
+        assert [c.name for c in table.columns] == EXPECTED_COLUMNS[name], name
+        assert [r[1] for r in conn.execute(f"PRAGMA table_info({name})")] == EXPECTED_COLUMNS[name]
+    assert set(SQLModel.metadata.tables) == set(EXPECTED_COLUMNS) - {"alembic_version"}
+
+
+def test_known_revisions_match_the_migration_scripts() -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    revisions = [r.revision for r in ScriptDirectory.from_config(cfg).walk_revisions()]
+    assert tuple(reversed(revisions)) == KNOWN_REVISIONS
+
+
+def test_pragmas_on_every_connection(store: Store) -> None:
+    with store.writer.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 5000
+
+
+def test_newer_schema_is_refused(home: Home) -> None:
+    conn = sqlite3.connect(home.db_path)
+    conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    conn.commit()
+    with pytest.raises(SchemaTooNew, match=r"9999.*newer than this Gatekeeper"):
+        Store(home.db_path)
+    with pytest.raises(SchemaTooNew):
+        migrate.status(home.db_path)
+
+
+def test_blank_database_says_to_upgrade(tmp_path: Path) -> None:
+    db = tmp_path / "gatekeeper.db"
+    sqlite3.connect(db).close()
+    with pytest.raises(SchemaTooOld) as err:
+        Store(db)
+    assert "gatekeeper db upgrade" in str(err.value)
+
+
+def test_older_schema_says_to_upgrade(tmp_path: Path) -> None:
+    """A database at an older revision than the code: simulated with a migrations copy that adds one."""
+    migrations = tmp_path / "migrations"
+    shutil.copytree(migrations_dir(), migrations, ignore=shutil.ignore_patterns("__pycache__"))
+    (migrations / "versions" / "0002_extra.py").write_text(
+        'revision = "0002"\ndown_revision = "0001"\nbranch_labels = None\ndepends_on = None\n'
+        "from alembic import op\n\n\ndef upgrade():\n    op.execute('CREATE TABLE extra (x INTEGER)')\n"
+    )
+    db = tmp_path / "gatekeeper.db"
+    migrate.upgrade(db)  # the shipped migrations: at 0001
+    st = migrate.status(db, migrations)
+    assert (st.current, st.head, st.pending) == ("0001", "0002", ("0002",))
+    migrate.upgrade(db, migrations)
+    assert migrate.status(db, migrations).up_to_date
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM extra").fetchone() == (0,)
+
+
+def test_failing_migration_rolls_back_whole(tmp_path: Path) -> None:
+    """A revision that fails half-way leaves no table of its own and the version unchanged."""
+    migrations = tmp_path / "migrations"
+    shutil.copytree(migrations_dir(), migrations, ignore=shutil.ignore_patterns("__pycache__"))
+    (migrations / "versions" / "0002_broken.py").write_text(
+        'revision = "0002"\ndown_revision = "0001"\nbranch_labels = None\ndepends_on = None\n'
+        "from alembic import op\n\n\ndef upgrade():\n"
+        "    op.execute('CREATE TABLE half_done (x INTEGER)')\n"
+        "    op.execute('INSERT INTO no_such_table VALUES (1)')\n"
+    )
+    db = tmp_path / "gatekeeper.db"
+    migrate.upgrade(db)
+    with pytest.raises(Exception, match="no_such_table"):
+        migrate.upgrade(db, migrations)
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0001",)
+    assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchone() is None

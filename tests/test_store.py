@@ -1,0 +1,239 @@
+"""The domain API: each change with its event, each refusal recorded, status derived."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+import pytest
+
+from gatekeeper import signing
+from gatekeeper.errors import Conflict, InvalidInput, NotFound
+from gatekeeper.home import Home
+from gatekeeper.store import Reader, Store
+from tests.helpers import add_reviewer, draft
+
+
+def kinds(home: Home) -> list[str]:
+    with Reader(home.db_path) as r:
+        return [e[2] for e in r.events()]
+
+
+def status(home: Home, pid: str) -> str:
+    with Reader(home.db_path) as r:
+        detail = r.proposal(pid)
+    assert detail is not None
+    return detail["status"]
+
+
+def test_propose_records_exact_bytes_and_its_event(home: Home, store: Store) -> None:
+    content = "caf\u00e9 \u202e\n".encode() + b"\x00\xff"
+    p = store.propose(draft(content=content, arguments={"x": 1.0, "n": 12345678901234567890, "z": None}))
+    assert p.created
+    with Reader(home.db_path) as r:
+        detail = r.proposal(p.id)
+    assert detail is not None
+    assert detail["content"] == content
+    assert detail["size"] == len(content)
+    assert json.loads(detail["arguments"]) == {"x": 1.0, "n": 12345678901234567890, "z": None}
+    assert detail["status"] == "pending"
+    assert [e["kind"] for e in detail["events"]] == ["proposal_created"]
+    assert json.loads(detail["events"][0]["payload"])["sha256"] == p.sha256
+
+
+def test_identical_retry_returns_the_pending_proposal(home: Home, store: Store) -> None:
+    a = store.propose(draft())
+    b = store.propose(draft(session_id="another-session"))
+    assert (b.id, b.created) == (a.id, False)
+    c = store.propose(draft(content=b"different\n"))
+    assert c.created and c.id != a.id
+    assert kinds(home) == ["proposal_created", "proposal_repeated", "proposal_created"]
+
+
+def test_retry_after_a_decision_makes_a_new_proposal(home: Home, store: Store) -> None:
+    add_reviewer(store)
+    a = store.propose(draft())
+    store.decide(
+        a.id,
+        verdict="rejected",
+        reviewer="alice",
+        reason="no",
+        sha256=a.sha256,
+        path="notes/a.md",
+        key=home.read_key(),
+    )
+    b = store.propose(draft())
+    assert b.created and b.id != a.id
+
+
+def test_decision_is_signed_over_the_exact_proposal(home: Home, store: Store) -> None:
+    add_reviewer(store)
+    p = store.propose(draft())
+    store.decide(
+        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key()
+    )
+    row = (
+        sqlite3.connect(home.db_path)
+        .execute(
+            "SELECT proposal_id, verdict, reviewer, reason, sha256, path, decided_at, signature FROM decision"
+        )
+        .fetchone()
+    )
+    message = signing.decision_message(
+        proposal_id=row[0],
+        verdict=row[1],
+        reviewer=row[2],
+        reason=row[3],
+        sha256=row[4],
+        path=row[5],
+        decided_at=row[6],
+    )
+    assert signing.verify(home.read_key(), message, row[7])
+    assert not signing.verify(b"k" * 32, message, row[7])
+    forged = message.replace(p.id.encode(), b"0" * 26)
+    assert not signing.verify(home.read_key(), forged, row[7])
+    assert status(home, p.id) == "approved"
+
+
+@pytest.mark.parametrize(
+    "change, error, why",
+    [
+        ({"sha256": "0" * 64}, Conflict, "digest or path mismatch"),
+        ({"path": "notes/b.md"}, Conflict, "digest or path mismatch"),
+        ({"reviewer": "mallory"}, Conflict, "reviewer unknown or disabled"),
+        ({"verdict": "maybe"}, InvalidInput, "bad verdict"),
+        ({"verdict": "rejected", "reason": "  "}, InvalidInput, "no reason"),
+    ],
+)
+def test_bad_decisions_are_refused_and_recorded(
+    home: Home, store: Store, change: dict, error: type, why: str
+) -> None:
+    add_reviewer(store)
+    p = store.propose(draft())
+    args = {"verdict": "approved", "reviewer": "alice", "sha256": p.sha256, "path": "notes/a.md"} | change
+    with pytest.raises(error):
+        store.decide(p.id, key=home.read_key(), **args)
+    assert status(home, p.id) == "pending"
+    with Reader(home.db_path) as r:
+        last = r.events()[-1]
+    assert last[2] == "decision_refused" and json.loads(last[5])["why"] == why
+
+
+def test_one_decision_per_proposal_and_no_replay_onto_another(home: Home, store: Store) -> None:
+    add_reviewer(store)
+    key = home.read_key()
+    a = store.propose(draft("notes/a.md", b"A"))
+    b = store.propose(draft("notes/b.md", b"B"))
+    store.decide(a.id, verdict="approved", reviewer="alice", sha256=a.sha256, path="notes/a.md", key=key)
+    with pytest.raises(Conflict, match="already decided"):
+        store.decide(
+            a.id,
+            verdict="rejected",
+            reviewer="alice",
+            reason="x",
+            sha256=a.sha256,
+            path="notes/a.md",
+            key=key,
+        )
+    with pytest.raises(Conflict, match="sha256"):  # a's approval (digest, path) replayed onto b
+        store.decide(b.id, verdict="approved", reviewer="alice", sha256=a.sha256, path="notes/a.md", key=key)
+    assert (status(home, a.id), status(home, b.id)) == ("approved", "pending")
+
+
+def test_expired_proposal_cannot_be_approved_but_can_be_rejected(home: Home, store: Store) -> None:
+    add_reviewer(store)
+    p = store.propose(draft(expires_in=0.05))
+    time.sleep(0.1)
+    assert status(home, p.id) == "expired"
+    with pytest.raises(Conflict, match="expired"):
+        store.decide(
+            p.id,
+            verdict="approved",
+            reviewer="alice",
+            sha256=p.sha256,
+            path="notes/a.md",
+            key=home.read_key(),
+        )
+    store.decide(
+        p.id,
+        verdict="rejected",
+        reviewer="alice",
+        reason="stale",
+        sha256=p.sha256,
+        path="notes/a.md",
+        key=home.read_key(),
+    )
+    assert status(home, p.id) == "rejected"
+
+
+def test_disabled_reviewer_cannot_decide(home: Home, store: Store) -> None:
+    add_reviewer(store)
+    store.disable_reviewer("alice")
+    p = store.propose(draft())
+    with pytest.raises(Conflict, match="disabled"):
+        store.decide(
+            p.id,
+            verdict="approved",
+            reviewer="alice",
+            sha256=p.sha256,
+            path="notes/a.md",
+            key=home.read_key(),
+        )
+
+
+def test_commit_intent_needs_an_approval_and_outcome_is_once(home: Home, store: Store) -> None:
+    add_reviewer(store)
+    p = store.propose(draft())
+    with pytest.raises(Conflict, match="not approved"):
+        store.record_commit_intent(p.id)
+    with pytest.raises(NotFound):
+        store.record_commit_intent("0" * 26)
+    store.decide(
+        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key()
+    )
+    store.record_commit_intent(p.id)
+    store.record_commit_outcome(
+        p.id, "created", observed_sha256=p.sha256, final_path="/tmp/workspace/notes/a.md"
+    )
+    assert status(home, p.id) == "committed"
+    with pytest.raises(Conflict, match="already has an outcome"):
+        store.record_commit_outcome(p.id, "conflict")
+    with pytest.raises(Conflict, match="already has outcome"):
+        store.record_commit_intent(p.id)
+    with pytest.raises(InvalidInput):
+        store.record_commit_outcome(p.id, "exploded")
+
+
+@pytest.mark.parametrize("outcome", ["conflict", "refused", "failed"])
+def test_outcome_statuses(home: Home, store: Store, outcome: str) -> None:
+    add_reviewer(store)
+    p = store.propose(draft())
+    store.decide(
+        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key()
+    )
+    store.record_commit_outcome(p.id, outcome, detail="why")
+    assert status(home, p.id) == outcome
+    with Reader(home.db_path) as r:
+        assert [row.id for row in r.proposals(status=outcome)] == [p.id]
+        assert r.proposals(status="approved") == []
+
+
+def test_floats_never_enter_a_hashed_payload(store: Store) -> None:
+    with pytest.raises(ValueError, match="floats"):
+        store.append_event("x", "test", {"f": 1.5})
+
+
+def test_reviewer_changes_are_events(home: Home, store: Store) -> None:
+    add_reviewer(store)
+    with pytest.raises(Conflict):
+        add_reviewer(store)
+    store.set_reviewer_password("alice", "$argon2id$other")
+    store.disable_reviewer("alice")
+    with pytest.raises(Conflict, match="already disabled"):
+        store.disable_reviewer("alice")
+    with pytest.raises(NotFound):
+        store.disable_reviewer("bob")
+    assert kinds(home) == ["reviewer_added", "reviewer_password_changed", "reviewer_disabled"]
+    r = store.reviewer("alice")
+    assert r is not None and r.disabled_at is not None and r.password_hash == "$argon2id$other"
