@@ -1,0 +1,348 @@
+"""Every CLI command: output for people, --json parsed back, bad arguments, missing state."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gatekeeper.cli import cli
+from gatekeeper.home import Home
+from gatekeeper.store import Reader, Store
+from tests.helpers import add_reviewer, draft
+
+
+def run(*args: str, code: int = 0, home: Home | Path | None = None) -> str:
+    prefix = ["--home", str(home.path if isinstance(home, Home) else home)] if home is not None else []
+    result = CliRunner().invoke(cli, [*prefix, *args], catch_exceptions=False)
+    assert result.exit_code == code, (result.exit_code, result.output, result.stderr)
+    return result.output
+
+
+def jsonl(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def filled(home: Home) -> dict[str, str]:
+    """pending, approved, rejected, committed and conflict proposals on two servers."""
+    key = home.read_key()
+    ids: dict[str, str] = {}
+    with Store(home.db_path) as s:
+        add_reviewer(s)
+        for name, server in [
+            ("pending", "notes"),
+            ("approved", "notes"),
+            ("rejected", "files"),
+            ("committed", "files"),
+            ("conflict", "notes"),
+        ]:
+            p = s.propose(draft(f"notes/{name}.md", f"{name}\n".encode(), server=server))
+            ids[name] = p.id
+            if name == "pending":
+                continue
+            verdict = "rejected" if name == "rejected" else "approved"
+            s.decide(
+                p.id,
+                verdict=verdict,
+                reviewer="alice",
+                reason="no" if name == "rejected" else None,
+                sha256=p.sha256,
+                path=f"notes/{name}.md",
+                key=key,
+            )
+            if name in ("committed", "conflict"):
+                s.record_commit_intent(p.id)
+                s.record_commit_outcome(
+                    p.id,
+                    "created" if name == "committed" else "conflict",
+                    observed_sha256=p.sha256,
+                    final_path=f"/nowhere/{name}.md",
+                )
+    return ids
+
+
+# -- init and db -----------------------------------------------------------------------------
+
+
+def test_init_creates_private_home_db_and_key(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "home"
+    out = run("init", home=target)
+    assert "Initialised" in out
+    assert oct(target.stat().st_mode & 0o777) == "0o700"
+    assert oct((target / "secret.key").stat().st_mode & 0o777) == "0o600"
+    assert oct((target / "gatekeeper.db").stat().st_mode & 0o777) == "0o600"
+    assert len((target / "secret.key").read_bytes()) == 32
+    key = (target / "secret.key").read_bytes()
+    db_bytes = b"".join(p.read_bytes() for p in target.glob("gatekeeper.db*"))
+    assert key not in db_bytes  # the key is never stored in the database
+    events = jsonl(run("audit", "log", "--json", home=target))
+    assert [e["kind"] for e in events] == ["init"]
+    assert "already initialised" in run("init", home=target)
+    assert len(jsonl(run("audit", "log", "--json", home=target))) == 1
+    assert (target / "secret.key").read_bytes() == key  # never replaced
+
+
+def test_home_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GATEKEEPER_HOME", str(tmp_path / "envhome"))
+    run("init")
+    assert (tmp_path / "envhome" / "gatekeeper.db").is_file()
+
+
+def test_world_readable_key_is_refused(home: Home) -> None:
+    os.chmod(home.key_path, 0o644)
+    with pytest.raises(Exception, match="readable by others"):
+        home.read_key()
+
+
+def test_db_status_and_upgrade(home: Home) -> None:
+    assert "up to date" in run("db", "status", home=home)
+    assert jsonl(run("db", "status", "--json", home=home))[0]["up_to_date"] is True
+    assert "nothing to do" in run("db", "upgrade", home=home)
+
+
+def test_db_upgrade_on_a_blank_database_records_an_event(tmp_path: Path) -> None:
+    target = tmp_path / "h"
+    target.mkdir(mode=0o700)
+    sqlite3.connect(target / "gatekeeper.db").close()
+    result = CliRunner().invoke(cli, ["--home", str(target), "audit", "log"])
+    assert result.exit_code == 1 and "gatekeeper db upgrade" in result.stderr
+    result = CliRunner().invoke(cli, ["--home", str(target), "db", "status"])
+    assert result.exit_code == 1 and "pending: 0001" in result.output
+    assert "upgraded blank" in run("db", "upgrade", home=target)
+    assert [e["kind"] for e in jsonl(run("audit", "log", "--json", home=target))] == ["db_upgrade"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["audit", "proposals"],
+        ["audit", "log"],
+        ["audit", "verify"],
+        ["audit", "head"],
+        ["audit", "show", "X"],
+        ["audit", "export"],
+        ["db", "status"],
+        ["db", "upgrade"],
+    ],
+)
+def test_missing_home_says_what_to_run(tmp_path: Path, args: list[str]) -> None:
+    result = CliRunner().invoke(cli, ["--home", str(tmp_path / "nope"), *args])
+    assert result.exit_code == 1
+    assert "gatekeeper init" in result.stderr
+    assert "Traceback" not in result.output + result.stderr
+
+
+def test_missing_database_says_what_to_run(tmp_path: Path) -> None:
+    (tmp_path / "h").mkdir()
+    result = CliRunner().invoke(cli, ["--home", str(tmp_path / "h"), "audit", "verify"])
+    assert result.exit_code == 1 and "no database" in result.stderr and "gatekeeper init" in result.stderr
+
+
+def test_newer_schema_is_refused_by_the_cli(home: Home) -> None:
+    conn = sqlite3.connect(home.db_path)
+    conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    conn.commit()
+    result = CliRunner().invoke(cli, ["audit", "proposals"])
+    assert result.exit_code == 1 and "newer than this Gatekeeper" in result.stderr
+
+
+# -- audit proposals / show ------------------------------------------------------------------
+
+
+def test_proposals_table_and_json(home: Home, filled: dict[str, str]) -> None:
+    rows = jsonl(run("audit", "proposals", "--json"))
+    assert {r["id"]: r["status"] for r in rows} == {v: k for k, v in filled.items()}
+    assert [r["id"] for r in rows] == sorted(filled.values(), reverse=True)  # newest first
+    for key in ("id", "status", "server", "tool", "path", "size", "sha256", "created_at"):
+        assert all(key in r for r in rows)
+    table = run("audit", "proposals")
+    assert "5 proposal(s)" in table and filled["pending"] in table
+
+
+@pytest.mark.parametrize("status", ["pending", "approved", "rejected", "committed", "conflict"])
+def test_proposals_filter_by_status(home: Home, filled: dict[str, str], status: str) -> None:
+    rows = jsonl(run("audit", "proposals", "--status", status, "--json"))
+    assert [r["id"] for r in rows] == [filled[status]]
+
+
+def test_proposals_filter_by_server_since_and_limit(home: Home, filled: dict[str, str]) -> None:
+    assert {r["server"] for r in jsonl(run("audit", "proposals", "--server", "files", "--json"))} == {"files"}
+    assert len(jsonl(run("audit", "proposals", "--server", "files", "--json"))) == 2
+    assert len(jsonl(run("audit", "proposals", "--limit", "2", "--json"))) == 2
+    assert len(jsonl(run("audit", "proposals", "--since", "1h", "--json"))) == 5
+    assert jsonl(run("audit", "proposals", "--since", "2999-01-01T00:00:00Z", "--json")) == []
+    assert len(jsonl(run("audit", "proposals", "--since", "2000-01-01", "--json"))) == 5
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["audit", "proposals", "--status", "bogus"], "'bogus' is not one of"),
+        (["audit", "proposals", "--limit", "0"], "0 is not in the range x>=1"),
+        (["audit", "proposals", "--limit", "x"], "'x' is not a valid integer"),
+        (["audit", "proposals", "--since", "yesterday"], "neither a duration"),
+        (["audit", "log", "--since", "5x"], "neither a duration"),
+        (["audit", "export", "--format", "xml"], "'xml' is not one of"),
+        (["audit", "show"], "Missing argument 'PROPOSAL_ID'"),
+        (["audit", "nope"], "No such command 'nope'"),
+        (["audit", "verify", "--bogus"], "No such option '--bogus'"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_clear_message(home: Home, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_show_text_json_and_content(home: Home, filled: dict[str, str]) -> None:
+    pid = filled["committed"]
+    out = run("audit", "show", pid)
+    for text in (pid, "committed", "notes/committed.md", "alice", "commit_intent", "/nowhere/committed.md"):
+        assert text in out
+    detail = jsonl(run("audit", "show", pid, "--json"))[0]
+    assert detail["status"] == "committed"
+    assert detail["decision"]["verdict"] == "approved"
+    assert detail["commit"]["outcome"] == "created"
+    assert [e["kind"] for e in detail["events"]] == [
+        "proposal_created",
+        "decision",
+        "commit_intent",
+        "commit_outcome",
+    ]
+    assert detail["arguments"] == {"path": "notes/committed.md", "content": "committed\n"}
+    assert "content" not in detail and "content_base64" not in detail
+    with_content = jsonl(run("audit", "show", pid, "--json", "--content"))[0]
+    assert base64.b64decode(with_content["content_base64"]) == b"committed\n"
+    assert CliRunner().invoke(cli, ["audit", "show", pid, "--content"]).stdout_bytes == b"committed\n"
+
+
+def test_show_unknown_id(home: Home) -> None:
+    result = CliRunner().invoke(cli, ["audit", "show", "01NOPE"])
+    assert result.exit_code == 1 and "no proposal 01NOPE" in result.stderr
+
+
+# -- audit log / head / verify / export ------------------------------------------------------
+
+
+def test_log_filters(home: Home, filled: dict[str, str]) -> None:
+    everything = jsonl(run("audit", "log", "--json"))
+    assert [e["seq"] for e in everything] == list(range(1, len(everything) + 1))
+    decisions = jsonl(run("audit", "log", "--kind", "decision", "--json"))
+    assert len(decisions) == 4 and all(e["kind"] == "decision" for e in decisions)
+    mine = jsonl(run("audit", "log", "--proposal", filled["conflict"], "--json"))
+    assert [e["kind"] for e in mine] == ["proposal_created", "decision", "commit_intent", "commit_outcome"]
+    assert mine[-1]["payload"]["outcome"] == "conflict"
+    assert jsonl(run("audit", "log", "--since", "2999-01-01T00:00:00Z", "--json")) == []
+    assert "proposal_created" in run("audit", "log")
+
+
+def test_head_and_verify(home: Home, filled: dict[str, str]) -> None:
+    head = jsonl(run("audit", "head", "--json"))[0]
+    seq, digest = run("audit", "head").split()
+    assert (int(seq), digest) == (head["seq"], head["hash"])
+    out = run("audit", "verify")
+    assert out.startswith(f"OK: {head['seq']} events") and digest in out
+    assert jsonl(run("audit", "verify", "--json", "--expect-head", digest))[0]["ok"] is True
+    bad = CliRunner().invoke(cli, ["audit", "verify", "--expect-head", "0" * 64])
+    assert bad.exit_code == 1 and f"FAILED at seq {head['seq'] + 1}" in bad.output
+
+
+def test_verify_names_the_tampered_row(home: Home, filled: dict[str, str]) -> None:
+    conn = sqlite3.connect(home.db_path)
+    conn.execute("DROP TRIGGER audit_event_no_update")
+    conn.execute("UPDATE audit_event SET actor = 'mallory' WHERE seq = 3")
+    conn.commit()
+    result = CliRunner().invoke(cli, ["audit", "verify"])
+    assert result.exit_code == 1
+    assert "FAILED at seq 3" in result.output
+    assert jsonl(CliRunner().invoke(cli, ["audit", "verify", "--json"]).output)[0]["bad_seq"] == 3
+
+
+def test_verify_files_reports_missing_and_changed(home: Home, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    key = home.read_key()
+    with Store(home.db_path) as s:
+        add_reviewer(s)
+        for name in ("kept", "changed", "missing"):
+            p = s.propose(draft(f"{name}.md", f"{name}\n".encode()))
+            s.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path=f"{name}.md", key=key)
+            (ws / f"{name}.md").write_text(f"{name}\n")
+            s.record_commit_intent(p.id)
+            s.record_commit_outcome(
+                p.id, "created", observed_sha256=p.sha256, final_path=str(ws / f"{name}.md")
+            )
+    assert "0 problem(s)" in run("audit", "verify", "--files")
+    (ws / "changed.md").write_text("tampered\n")
+    (ws / "missing.md").unlink()
+    result = CliRunner().invoke(cli, ["audit", "verify", "--files"])
+    assert result.exit_code == 1
+    assert f"FILE changed: {ws / 'changed.md'}" in result.output
+    assert f"FILE missing: {ws / 'missing.md'}" in result.output
+    report = jsonl(CliRunner().invoke(cli, ["audit", "verify", "--files", "--json"]).output)[0]
+    assert report["files_checked"] == 3 and not report["ok"]
+    assert {p["problem"] for p in report["file_problems"]} == {"changed", "missing"}
+
+
+def test_export_jsonl_and_csv(home: Home, filled: dict[str, str]) -> None:
+    events = jsonl(run("audit", "export"))
+    assert events == jsonl(run("audit", "log", "--json"))
+    rows = list(csv.DictReader(io.StringIO(run("audit", "export", "--format", "csv"))))
+    assert [int(r["seq"]) for r in rows] == [e["seq"] for e in events]
+    assert rows[0]["hash"] == events[0]["hash"]
+    assert json.loads(rows[1]["payload"]) == events[1]["payload"]
+    assert jsonl(run("audit", "export", "--since", "2999-01-01T00:00:00Z")) == []
+
+
+# -- real processes: what only a process shows ------------------------------------------------
+
+
+def gk(*args: str, env_home: Path, **kw: object) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GATEKEEPER_HOME": str(env_home)}
+    return subprocess.run(
+        [sys.executable, "-m", "gatekeeper", *args], capture_output=True, text=True, env=env, timeout=60, **kw
+    )  # type: ignore[call-overload]
+
+
+def test_python_dash_m_and_errors_without_traceback(tmp_path: Path) -> None:
+    result = gk("audit", "verify", env_home=tmp_path / "missing")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith("Error: no Gatekeeper home") and "Traceback" not in result.stderr
+    assert gk("init", env_home=tmp_path / "h").returncode == 0
+    assert gk("audit", "verify", env_home=tmp_path / "h").stdout.startswith("OK: 1 events")
+
+
+def test_log_follow_prints_events_appended_by_another_process(home: Home) -> None:
+    env = {**os.environ, "GATEKEEPER_HOME": str(home.path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gatekeeper", "audit", "log", "--follow", "--json"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        time.sleep(1.5)  # let it start and print the (empty) backlog
+        with Store(home.db_path) as s:
+            s.append_event("test_one", "test", {"n": 1})
+            s.append_event("test_two", "test", {"n": 2})
+        assert proc.stdout is not None
+        first, second = json.loads(proc.stdout.readline()), json.loads(proc.stdout.readline())
+        assert (first["kind"], second["kind"]) == ("test_one", "test_two")
+        assert second["payload"] == {"n": 2}
+    finally:
+        proc.kill()
+        proc.wait()
+    with Reader(home.db_path) as r:
+        assert r.head()[0] == 2
