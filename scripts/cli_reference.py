@@ -1,0 +1,41 @@
+"""Print the CLI reference (every command's --help) as Markdown, for README.md.
+
+`python scripts/cli_reference.py > /tmp/ref.md`, then paste between the README's
+`<!-- cli-reference -->` markers; tests/test_docs.py fails when the two drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import click
+
+from gatekeeper.cli import cli
+
+
+def commands(
+    group: click.Group, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    for name in sorted(group.commands):
+        command = group.commands[name]
+        yield (*path, name), command
+        if isinstance(command, click.Group):
+            yield from commands(command, (*path, name))
+
+
+def help_text(path: tuple[str, ...]) -> str:
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(cli, [*path, "--help"], prog_name="gatekeeper", terminal_width=100)
+    return result.output.rstrip()
+
+
+def reference() -> str:
+    parts = ["```text", "$ gatekeeper --help", help_text(()), "```"]
+    for path, _ in commands(cli):
+        parts += ["", "```text", f"$ gatekeeper {' '.join(path)} --help", help_text(path), "```"]
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    print(reference())
