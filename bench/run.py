@@ -35,9 +35,11 @@ from gatekeeper import signing
 from gatekeeper.audit.verify import verify_chain
 from gatekeeper.canonical import canonical_json, format_ts, new_id, now_ts, utc_now
 from gatekeeper.home import ENV_HOME, Home
-from gatekeeper.store import ProposalDraft, Reader, Store, migrate
 from gatekeeper.store import events as ev
+from gatekeeper.store import migrate
 from gatekeeper.store.chain import GENESIS, event_hash
+from gatekeeper.store.queries import Reader
+from gatekeeper.store.store import ProposalDraft, Store
 
 
 @dataclass(frozen=True)
@@ -68,14 +70,20 @@ class Figure:
     value: float
     unit: str
     target: float | None = None
-    higher_is_better: bool = True
+    cmp: str = ">="  # how value must compare with target: ">=", "<" or "=="
     note: str = ""
 
     @property
     def met(self) -> bool | None:
         if self.target is None:
             return None
-        return self.value >= self.target if self.higher_is_better else self.value < self.target
+        if self.cmp == ">=":
+            return self.value >= self.target
+        return self.value < self.target if self.cmp == "<" else self.value == self.target
+
+    @property
+    def shown(self) -> str:
+        return str(self.value) if isinstance(self.value, int) else _fmt(self.value)
 
 
 @dataclass
@@ -86,7 +94,7 @@ class Report:
     def add(self, figure: Figure) -> None:
         self.figures.append(figure)
         status = {None: "", True: "ok", False: "MISSED"}[figure.met]
-        log(f"  {figure.name}: {_fmt(figure.value)} {figure.unit} {status}")
+        log(f"  {figure.name}: {figure.shown} {figure.unit} {status}")
 
 
 def log(msg: str) -> None:
@@ -304,10 +312,8 @@ def many_writers(work: Path, s: Settings, report: Report) -> None:
             note="runs: " + ", ".join(f"{r:,.0f}" for r in rates),
         )
     )
-    report.add(Figure('2. "database is locked" errors', locked, "", 0.5, higher_is_better=False))
-    report.add(
-        Figure("2. other errors", other, "", 0.5, higher_is_better=False, note="; ".join(messages[:3]))
-    )
+    report.add(Figure('2. "database is locked" errors', locked, "", 0, "=="))
+    report.add(Figure("2. other errors", other, "", 0, "==", note="; ".join(messages[:3])))
     with Reader(home.db_path) as reader:
         chain = verify_chain(reader)
         rows = reader.conn.execute("SELECT COUNT(*) FROM audit_event").fetchone()[0]
@@ -315,9 +321,10 @@ def many_writers(work: Path, s: Settings, report: Report) -> None:
     report.add(
         Figure(
             "2. chain intact after concurrent writes",
-            1.0 if intact else 0.0,
+            int(intact),
             "(1 = yes)",
-            1.0,
+            1,
+            "==",
             note=f"verify ok={chain.ok}, {chain.count} verified, {rows} rows, {created} proposals"
             + (f", problem: {chain.problem}" if chain.problem else ""),
         )
@@ -723,22 +730,21 @@ def audit_queries(db: BigDb, s: Settings, report: Report) -> None:
     log(f"[3] audit proposals: in-process median of {s.query_reps}, CLI median of {s.cli_reps}")
     size = f"{db.events // 1000:,}k"
     with Reader(db.home.db_path) as reader:
-        for status, target in (("pending", 0.100), ("committed", None), (None, None)):
+        for status, target in (("pending", 100), ("committed", None), (None, None)):
             label = status or "(no status)"
             rows = reader.proposals(status=status, limit=50)
             if status == "pending" and (
                 len(rows) != min(50, db.pending) or {r.status for r in rows} != {"pending"}
             ):
-                raise RuntimeError(
-                    f"pending query returned {len(rows)} rows, statuses { ({r.status for r in rows}) }"
-                )
+                statuses = sorted({r.status for r in rows})
+                raise RuntimeError(f"pending query returned {len(rows)} rows, statuses {statuses}")
             secs = median_time(lambda st=status: reader.proposals(status=st, limit=50), s.query_reps)
             fig = Figure(
                 f"3. Reader.proposals {label}, {size} events",
                 secs * 1000,
                 "ms",
-                None if target is None else target * 1000,
-                higher_is_better=False,
+                target,
+                "<",
             )
             report.add(fig)
             # The plans explain the numbers, met or not.
@@ -800,11 +806,11 @@ def print_table(report: Report, s: Settings, work: Path, total: float) -> None:
         if f.target is None:
             target = ratio = status = ""
         else:
-            op = "≥" if f.higher_is_better else "<"
-            target = f"{op} {_fmt(f.target) if f.target >= 1 else 0}"
-            ratio = f"{f.value / f.target:.2f}" if f.target >= 1 else ""
+            op = {">=": "≥", "<": "<", "==": "="}[f.cmp]
+            target = f"{op} {f.target:,}"
+            ratio = f"{f.value / f.target:.3g}" if f.target and f.cmp != "==" else ""
             status = "ok" if f.met else "MISSED"
-        rows.append((f.name, _fmt(f.value), f.unit, target, ratio, status))
+        rows.append((f.name, f.shown, f.unit, target, ratio, status))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     print(f"Gatekeeper bench{' (--quick: small sizes, not comparable to the targets)' if s.quick else ''}")
     print(

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from gatekeeper.home import Home
-from gatekeeper.store import Store
+from gatekeeper.store.store import Store
 from tests.helpers import make_home
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from gatekeeper.canonical import format_ts, utc_now
 from gatekeeper.home import Home
-from gatekeeper.store import ProposalDraft, Store, migrate
+from gatekeeper.store import migrate
+from gatekeeper.store.store import ProposalDraft, Store
 
 
 def make_home(path: Path) -> Home:

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from gatekeeper.home import Home
-from gatekeeper.store import Store
+from gatekeeper.store.store import Store
 from tests.helpers import add_reviewer, draft
 
 STATEMENTS = {

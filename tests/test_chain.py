@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from gatekeeper.audit.verify import verify_chain
 from gatekeeper.canonical import canonical_bytes
 from gatekeeper.home import Home
-from gatekeeper.store import Reader, Store
 from gatekeeper.store.chain import GENESIS, event_message
+from gatekeeper.store.queries import Reader
+from gatekeeper.store.store import Store
 from tests.helpers import add_reviewer, draft, make_home
 
 json_values = st.recursive(

@@ -18,7 +18,8 @@ from click.testing import CliRunner
 
 from gatekeeper.cli import cli
 from gatekeeper.home import Home
-from gatekeeper.store import Reader, Store
+from gatekeeper.store.queries import Reader
+from gatekeeper.store.store import Store
 from tests.helpers import add_reviewer, draft
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from gatekeeper.audit.verify import verify_chain
 from gatekeeper.home import Home
-from gatekeeper.store import Reader, Store
+from gatekeeper.store.queries import Reader
+from gatekeeper.store.store import Store
 from tests.helpers import draft
 
 WRITERS = 4

@@ -28,9 +28,7 @@ def test_readme_opens_with_the_two_commands() -> None:
     "path", [(), *[p for p, _ in commands(cli)]], ids=lambda p: " ".join(p) or "gatekeeper"
 )
 def test_every_command_help_is_in_the_readme(path: tuple[str, ...]) -> None:
-    assert help_text(path) in README, (
-        "regenerate the README's CLI reference: python scripts/cli_reference.py"
-    )
+    assert help_text(path) in README, "regenerate the README's CLI reference: python scripts/cli_reference.py"
 
 
 def test_demo_runs_from_a_clean_environment(tmp_path: Path) -> None:

@@ -396,6 +396,20 @@ def test_relative_paths_resolve_against_the_policy_folder(tmp_path, monkeypatch)
         assert server.command == str(tmp_path / "conf" / "bin" / "server")
 
 
+def test_cwd_defaults_to_the_policy_folder(tmp_path, monkeypatch):
+    policy_file = write(tmp_path / "conf", BASE)
+    empty = write(tmp_path / "conf", BASE.replace("    workspace:", "    cwd:\n    workspace:"), "empty.yaml")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    for name in (policy_file, "../conf/policy.yaml", empty):
+        assert load_policy(name).servers["notes"].cwd == tmp_path / "conf"
+    assert load_policy(policy_file).check_workspaces() == [
+        f"{policy_file}:5: servers.notes.workspace: {tmp_path / 'conf' / 'ws'} does not exist"
+        f" (create it: mkdir -p {tmp_path / 'conf' / 'ws'})"
+    ]
+
+
 def test_bare_command_names_are_left_for_path_lookup(tmp_path):
     policy = load_policy(write(tmp_path, BASE.replace("python", "npx")))
     assert policy.servers["notes"].command == "npx"

@@ -11,9 +11,10 @@ import pytest
 from gatekeeper.errors import SchemaTooNew, SchemaTooOld
 from gatekeeper.home import Home
 from gatekeeper.resources import migrations_dir
-from gatekeeper.store import Store, migrate
-from gatekeeper.store.engine import HEAD_REVISION, KNOWN_REVISIONS
+from gatekeeper.store import migrate
 from gatekeeper.store.schema import SQLModel
+from gatekeeper.store.store import Store
+from gatekeeper.store.version import HEAD_REVISION, KNOWN_REVISIONS
 
 EXPECTED_COLUMNS = {
     "proposal": [

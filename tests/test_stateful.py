@@ -15,7 +15,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from gatekeeper.audit.verify import verify_chain
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.home import Home
-from gatekeeper.store import Reader, Store
+from gatekeeper.store.queries import Reader
+from gatekeeper.store.store import Store
 from tests.helpers import draft, make_home
 
 PATHS = ["a.md", "b.md", "dir/c.md"]

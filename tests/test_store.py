@@ -11,7 +11,8 @@ import pytest
 from gatekeeper import signing
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.home import Home
-from gatekeeper.store import Reader, Store
+from gatekeeper.store.queries import Reader
+from gatekeeper.store.store import Store
 from tests.helpers import add_reviewer, draft
 
 

@@ -9,7 +9,6 @@ import click
 from gatekeeper.cli.context import Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json
 from gatekeeper.errors import HomeMissing
-from gatekeeper.store import Store
 from gatekeeper.store import events as ev
 
 
@@ -21,6 +20,7 @@ def init(ctx: Ctx) -> None:
     Safe to run again: it creates only what is missing.
     """
     from gatekeeper.store import migrate
+    from gatekeeper.store.store import Store
 
     home = ctx.home
     created_home = home.create()
@@ -101,6 +101,8 @@ def db_upgrade(ctx: Ctx) -> None:
     if before.up_to_date:
         click.echo(f"{ctx.home.db_path}: already at {before.head}; nothing to do")
         return
+    from gatekeeper.store.store import Store
+
     with Store(ctx.home.db_path) as store:
         store.append_event(
             ev.DB_UPGRADE,

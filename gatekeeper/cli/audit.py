@@ -16,9 +16,8 @@ from gatekeeper.canonical import parse_since
 from gatekeeper.cli.context import Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json, kv, table
 from gatekeeper.errors import NotFound
-from gatekeeper.store import STATUSES, Reader
-from gatekeeper.store.engine import check_schema
-from gatekeeper.store.queries import event_dict
+from gatekeeper.store.queries import STATUSES, Reader, event_dict
+from gatekeeper.store.version import check_schema
 
 
 class Since(click.ParamType):

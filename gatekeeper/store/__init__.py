@@ -1,6 +1,5 @@
-"""The SQLite store: the write door (``Store``), the read side (``Reader``) and the chain."""
+"""The SQLite store: the write door (``store.Store``), the read side (``queries.Reader``), the chain.
 
-from gatekeeper.store.queries import STATUSES, ProposalRow, Reader
-from gatekeeper.store.store import Event, ProposalDraft, Proposed, Store
-
-__all__ = ["STATUSES", "Event", "ProposalDraft", "ProposalRow", "Proposed", "Reader", "Store"]
+Import from the submodules: ``queries`` and ``chain`` use only the standard library, so the
+read-only ``audit`` commands start without loading SQLAlchemy.
+"""

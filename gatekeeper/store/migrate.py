@@ -11,7 +11,8 @@ from pathlib import Path
 
 from gatekeeper.errors import SchemaTooNew
 from gatekeeper.resources import migrations_dir
-from gatekeeper.store.engine import current_revision, make_engine
+from gatekeeper.store.engine import make_engine
+from gatekeeper.store.version import current_revision
 
 
 def _config(migrations: Path):

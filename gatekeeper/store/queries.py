@@ -15,7 +15,7 @@ from typing import Any
 
 from gatekeeper.canonical import now_ts
 from gatekeeper.store.chain import GENESIS, EventRow
-from gatekeeper.store.engine import BUSY_TIMEOUT_MS
+from gatekeeper.store.version import BUSY_TIMEOUT_MS
 
 STATUSES = ("pending", "expired", "rejected", "approved", "committed", "conflict", "refused", "failed")
 
@@ -26,16 +26,18 @@ STATUS_SQL = """CASE
     WHEN p.expires_at <= :now THEN 'expired'
     ELSE 'pending' END"""
 
-# For each status, a WHERE clause that an index can serve (the CASE above cannot).
+# For each status, a WHERE clause equivalent to the CASE above. Pending uses the expires_at
+# index. The others wrap the joined column in coalesce() so SQLite keeps the LEFT JOIN and walks
+# created_at newest first, stopping at LIMIT, instead of scanning and sorting every match (bench/).
 _STATUS_WHERE = {
     "pending": "d.proposal_id IS NULL AND p.expires_at > :now",
     "expired": "d.proposal_id IS NULL AND p.expires_at <= :now",
-    "rejected": "d.verdict = 'rejected'",
-    "approved": "d.verdict = 'approved' AND c.proposal_id IS NULL",
-    "committed": "c.outcome = 'created'",
-    "conflict": "c.outcome = 'conflict'",
-    "refused": "c.outcome = 'refused'",
-    "failed": "c.outcome = 'failed'",
+    "rejected": "coalesce(d.verdict, '') = 'rejected' AND c.proposal_id IS NULL",
+    "approved": "coalesce(d.verdict, '') = 'approved' AND c.proposal_id IS NULL",
+    "committed": "coalesce(c.outcome, '') = 'created'",
+    "conflict": "coalesce(c.outcome, '') = 'conflict'",
+    "refused": "coalesce(c.outcome, '') = 'refused'",
+    "failed": "coalesce(c.outcome, '') = 'failed'",
 }
 
 _LIST_COLUMNS = (

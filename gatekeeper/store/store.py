@@ -7,28 +7,52 @@ in a transaction of their own that commits, and then raised to the caller.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Engine, select
 
 from gatekeeper import signing
 from gatekeeper.canonical import canonical_json, new_id, now_ts, sha256_hex
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.store import events as ev
 from gatekeeper.store.chain import GENESIS, event_hash
-from gatekeeper.store.engine import check_schema, make_engine
-from gatekeeper.store.schema import OUTCOMES, VERDICTS, AuditEvent, CommitRecord, Decision, Proposal, Reviewer
+from gatekeeper.store.engine import make_engine
+from gatekeeper.store.schema import OUTCOMES, VERDICTS, Reviewer
+from gatekeeper.store.version import check_schema
 
-_proposal = Proposal.__table__  # type: ignore[attr-defined]
-_decision = Decision.__table__  # type: ignore[attr-defined]
-_commit = CommitRecord.__table__  # type: ignore[attr-defined]
-_event = AuditEvent.__table__  # type: ignore[attr-defined]
 _reviewer = Reviewer.__table__  # type: ignore[attr-defined]
+
+
+@lru_cache(maxsize=64)
+def _insert_sql(table: str, columns: tuple[str, ...]) -> str:
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(':' + c for c in columns)})"
+
+
+class Tx:
+    """One BEGIN IMMEDIATE transaction on the pooled sqlite3 connection.
+
+    Writes use plain DB-API calls: through SQLAlchemy Core a proposal cost ~0.4 ms more Python
+    per transaction than its own fsync, which halved the durable rate (bench/). The tables are
+    still the SQLModel ones, migrated by Alembic.
+    """
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self._cur = cursor
+
+    def first(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> tuple[Any, ...] | None:
+        return self._cur.execute(sql, params).fetchone()
+
+    def run(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> None:
+        self._cur.execute(sql, params)
+
+    def insert(self, table: str, row: dict[str, Any]) -> None:
+        self._cur.execute(_insert_sql(table, tuple(row)), row)
 
 
 @dataclass(frozen=True)
@@ -96,24 +120,33 @@ class Store:
         self.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[Connection]:
+    def transaction(self) -> Iterator[Tx]:
         """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any exception)."""
-        with self.writer.begin() as conn:
-            yield conn
+        raw = self.writer.raw_connection()
+        try:
+            cur = raw.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                yield Tx(cur)
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+        finally:
+            raw.close()  # back to the pool, still open
 
     # -- the audit chain -------------------------------------------------------------------
 
     @staticmethod
-    def _append(
-        conn: Connection, kind: str, actor: str, proposal_id: str | None, payload: dict[str, Any]
-    ) -> Event:
-        last = conn.exec_driver_sql("SELECT seq, hash FROM audit_event ORDER BY seq DESC LIMIT 1").first()
+    def _append(conn: Tx, kind: str, actor: str, proposal_id: str | None, payload: dict[str, Any]) -> Event:
+        last = conn.first("SELECT seq, hash FROM audit_event ORDER BY seq DESC LIMIT 1")
         seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
         at = now_ts()
         text = canonical_json(payload)
         digest = event_hash(prev, seq, at, kind, actor, proposal_id, text)
-        conn.execute(
-            insert(_event).values(
+        conn.insert(
+            "audit_event",
+            dict(
                 seq=seq,
                 at=at,
                 kind=kind,
@@ -122,7 +155,7 @@ class Store:
                 payload=text,
                 prev_hash=prev,
                 hash=digest,
-            )
+            ),
         )
         return Event(seq, at, kind, actor, proposal_id, text, prev, digest)
 
@@ -144,13 +177,13 @@ class Store:
         digest = sha256_hex(draft.content)
         with self.transaction() as conn:
             now = now_ts()
-            existing = conn.exec_driver_sql(
+            existing = conn.first(
                 "SELECT p.id, p.expires_at FROM proposal p WHERE p.server = ? AND p.tool = ? "
                 "AND p.args_sha256 = ? AND p.path = ? AND p.sha256 = ? AND p.expires_at > ? "
                 "AND NOT EXISTS (SELECT 1 FROM decision d WHERE d.proposal_id = p.id) "
                 "ORDER BY p.created_at DESC LIMIT 1",
                 (draft.server, draft.tool, args_sha, draft.path, digest, now),
-            ).first()
+            )
             if existing:
                 self._append(
                     conn,
@@ -161,8 +194,9 @@ class Store:
                 )
                 return Proposed(existing[0], False, digest, len(draft.content), existing[1])
             pid = new_id()
-            conn.execute(
-                insert(_proposal).values(
+            conn.insert(
+                "proposal",
+                dict(
                     id=pid,
                     created_at=now,
                     server=draft.server,
@@ -181,7 +215,7 @@ class Store:
                     session_id=draft.session_id,
                     policy_digest=draft.policy_digest,
                     expires_at=draft.expires_at,
-                )
+                ),
             )
             self._append(
                 conn,
@@ -244,8 +278,9 @@ class Store:
                     ),
                 )
                 try:
-                    conn.execute(
-                        insert(_decision).values(
+                    conn.insert(
+                        "decision",
+                        dict(
                             proposal_id=proposal_id,
                             verdict=verdict,
                             reviewer=reviewer,
@@ -254,9 +289,9 @@ class Store:
                             path=path,
                             decided_at=decided_at,
                             signature=signature,
-                        )
+                        ),
                     )
-                except IntegrityError:  # a racing decision won; the UNIQUE index is the last word
+                except sqlite3.IntegrityError:  # a racing decision won; the UNIQUE index is the last word
                     refusal, error = "already decided", Conflict(f"proposal {proposal_id} is already decided")
                 else:
                     return self._append(
@@ -286,7 +321,7 @@ class Store:
 
     @staticmethod
     def _decision_refusal(
-        conn: Connection,
+        conn: Tx,
         proposal_id: str,
         verdict: str,
         reviewer: str,
@@ -298,15 +333,13 @@ class Store:
             return "bad verdict", InvalidInput(f"unknown verdict {verdict!r}", "use 'approved' or 'rejected'")
         if verdict == "rejected" and not reason:
             return "no reason", InvalidInput("a rejection needs a reason", "say what the agent should change")
-        row = conn.exec_driver_sql(
-            "SELECT sha256, path, expires_at FROM proposal WHERE id = ?", (proposal_id,)
-        ).first()
+        row = conn.first("SELECT sha256, path, expires_at FROM proposal WHERE id = ?", (proposal_id,))
         if row is None:
             return "no such proposal", NotFound(f"no proposal {proposal_id}")
-        who = conn.exec_driver_sql("SELECT disabled_at FROM reviewer WHERE name = ?", (reviewer,)).first()
+        who = conn.first("SELECT disabled_at FROM reviewer WHERE name = ?", (reviewer,))
         if who is None or who[0] is not None:
             return "reviewer unknown or disabled", Conflict(f"reviewer {reviewer!r} is unknown or disabled")
-        if conn.exec_driver_sql("SELECT 1 FROM decision WHERE proposal_id = ?", (proposal_id,)).first():
+        if conn.first("SELECT 1 FROM decision WHERE proposal_id = ?", (proposal_id,)):
             return "already decided", Conflict(f"proposal {proposal_id} is already decided")
         if sha256 != row[0] or path != row[1]:
             return "digest or path mismatch", Conflict(
@@ -325,12 +358,12 @@ class Store:
     def record_commit_intent(self, proposal_id: str, actor: str = "committer") -> Event:
         """Say, durably, that the file step for this approved proposal is about to run."""
         with self.transaction() as conn:
-            row = conn.exec_driver_sql(
+            row = conn.first(
                 "SELECT p.path, p.sha256, d.verdict, c.outcome FROM proposal p "
                 "LEFT JOIN decision d ON d.proposal_id = p.id "
                 "LEFT JOIN commit_record c ON c.proposal_id = p.id WHERE p.id = ?",
                 (proposal_id,),
-            ).first()
+            )
             if row is None:
                 raise NotFound(f"no proposal {proposal_id}")
             if row[2] != "approved":
@@ -356,18 +389,19 @@ class Store:
             raise InvalidInput(f"unknown outcome {outcome!r}", f"use one of {', '.join(OUTCOMES)}")
         with self.transaction() as conn:
             try:
-                conn.execute(
-                    insert(_commit).values(
+                conn.insert(
+                    "commit_record",
+                    dict(
                         proposal_id=proposal_id,
                         outcome=outcome,
                         observed_sha256=observed_sha256,
                         final_path=final_path,
                         detail=detail,
                         at=now_ts(),
-                    )
+                    ),
                 )
-            except IntegrityError as exc:
-                if "UNIQUE" in str(exc.orig):
+            except sqlite3.IntegrityError as exc:
+                if "UNIQUE" in str(exc):
                     raise Conflict(f"proposal {proposal_id} already has an outcome") from None
                 raise NotFound(f"no proposal {proposal_id}") from None
             return self._append(
@@ -387,31 +421,27 @@ class Store:
 
     def add_reviewer(self, name: str, password_hash: str, actor: str = "cli") -> Event:
         with self.transaction() as conn:
-            if conn.exec_driver_sql("SELECT 1 FROM reviewer WHERE name = ?", (name,)).first():
+            if conn.first("SELECT 1 FROM reviewer WHERE name = ?", (name,)):
                 raise Conflict(f"reviewer {name!r} already exists", "pick another name")
-            conn.execute(
-                insert(_reviewer).values(name=name, password_hash=password_hash, created_at=now_ts())
-            )
+            conn.insert("reviewer", {"name": name, "password_hash": password_hash, "created_at": now_ts()})
             return self._append(conn, ev.REVIEWER_ADDED, actor, None, {"reviewer": name})
 
     def disable_reviewer(self, name: str, actor: str = "cli") -> Event:
         with self.transaction() as conn:
-            row = conn.exec_driver_sql("SELECT disabled_at FROM reviewer WHERE name = ?", (name,)).first()
+            row = conn.first("SELECT disabled_at FROM reviewer WHERE name = ?", (name,))
             if row is None:
                 raise NotFound(f"no reviewer {name!r}", "`gatekeeper reviewer list` shows them")
             if row[0] is not None:
                 raise Conflict(f"reviewer {name!r} is already disabled (since {row[0]})")
-            conn.execute(update(_reviewer).where(_reviewer.c.name == name).values(disabled_at=now_ts()))
+            conn.run("UPDATE reviewer SET disabled_at = ? WHERE name = ?", (now_ts(), name))
             return self._append(conn, ev.REVIEWER_DISABLED, actor, None, {"reviewer": name})
 
     def set_reviewer_password(self, name: str, password_hash: str, actor: str = "cli") -> Event:
         with self.transaction() as conn:
-            row = conn.exec_driver_sql("SELECT disabled_at FROM reviewer WHERE name = ?", (name,)).first()
+            row = conn.first("SELECT disabled_at FROM reviewer WHERE name = ?", (name,))
             if row is None:
                 raise NotFound(f"no reviewer {name!r}", "`gatekeeper reviewer list` shows them")
-            conn.execute(
-                update(_reviewer).where(_reviewer.c.name == name).values(password_hash=password_hash)
-            )
+            conn.run("UPDATE reviewer SET password_hash = ? WHERE name = ?", (password_hash, name))
             return self._append(conn, ev.REVIEWER_PASSWORD, actor, None, {"reviewer": name})
 
     def reviewer(self, name: str) -> Reviewer | None:

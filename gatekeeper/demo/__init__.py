@@ -1,0 +1,1 @@
+"""The bundled demo: a small MCP notes server to put behind Gatekeeper."""

@@ -1,0 +1,98 @@
+"""A small MCP notes server (stdio), bundled so the demo and the tests need nothing else.
+
+It is an ordinary, unguarded server: ``create_note`` really writes. Behind Gatekeeper that
+call becomes a proposal and never reaches it. Usage: ``python -m gatekeeper.demo.notes_server DIR``.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import unicodedata
+from pathlib import Path
+
+from mcp.server.mcpserver import Context, MCPServer
+
+MAX_READ = 1 << 20
+
+
+def _slug(title: str) -> str:
+    text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode("ascii").lower()
+    return re.sub(r"[^a-z0-9]+", "-", text).strip("-")[:80] or "untitled"
+
+
+def build(root: Path) -> MCPServer:
+    root = root.resolve()
+    server = MCPServer("demo-notes", version="1.0", instructions="Markdown notes in one folder.")
+
+    def inside(rel: str) -> Path:
+        path = (root / rel).resolve()
+        if root not in path.parents:
+            raise ValueError(f"{rel!r} is outside the notes folder")
+        return path
+
+    @server.tool(description="List every note (a path relative to the notes folder).")
+    def list_notes() -> list[str]:
+        return sorted(str(p.relative_to(root)) for p in root.rglob("*.md") if p.is_file())
+
+    @server.tool(description="Read one note by its relative path, e.g. notes/hello.md.")
+    def read_note(path: str) -> str:
+        return inside(path).read_bytes()[:MAX_READ].decode("utf-8", errors="replace")
+
+    @server.tool(description="Find notes whose text contains the query (case-insensitive).")
+    def search_notes(query: str) -> list[str]:
+        q = query.lower()
+        return sorted(
+            str(p.relative_to(root))
+            for p in root.rglob("*.md")
+            if p.is_file() and q in p.read_text(errors="replace").lower()
+        )
+
+    @server.tool(description="Create a new note notes/<slug of title>.md with the given body.")
+    def create_note(title: str, body: str) -> str:
+        path = inside(f"notes/{_slug(title)}.md")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("x", encoding="utf-8") as f:
+            f.write(body)
+        return str(path.relative_to(root))
+
+    @server.tool(description="Delete a note.")
+    def delete_note(path: str) -> str:
+        inside(path).unlink()
+        return f"deleted {path}"
+
+    @server.tool(
+        description="Count slowly to n, reporting progress and logging each step (for demos of progress)."
+    )
+    async def count_slowly(n: int, ctx: Context, delay_ms: int = 50) -> int:
+        import anyio
+
+        for i in range(1, n + 1):
+            await ctx.report_progress(i, n, f"step {i} of {n}")
+            await ctx.info(f"counted {i}")
+            await anyio.sleep(delay_ms / 1000)
+        return n
+
+    @server.resource("note://{path}", description="A note's text.", mime_type="text/markdown")
+    def note_resource(path: str) -> str:
+        return read_note(path)
+
+    @server.prompt(description="Ask for a summary of one note.")
+    def summarize(path: str) -> str:
+        return f"Summarise the note {path} in three bullet points."
+
+    return server
+
+
+def main() -> None:
+    if len(sys.argv) != 2:
+        print("usage: python -m gatekeeper.demo.notes_server NOTES_DIR", file=sys.stderr)
+        raise SystemExit(2)
+    root = Path(sys.argv[1])
+    root.mkdir(parents=True, exist_ok=True)
+    print(f"demo-notes: serving {root.resolve()}", file=sys.stderr)
+    build(root).run("stdio")
+
+
+if __name__ == "__main__":
+    main()

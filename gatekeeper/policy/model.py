@@ -1,0 +1,358 @@
+"""The validated policy as frozen pydantic models: servers, their tools, and each tool's rule.
+
+Everything downstream (the proxy, the committer, ``gatekeeper policy check``) trusts these
+objects and never re-reads the YAML, so they hold effective values (defaults already
+applied, paths already absolute) and answer the questions callers ask: which rule, which name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+from jinja2 import TemplateSyntaxError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from gatekeeper.errors import PolicyError
+from gatekeeper.policy.globs import glob_match
+from gatekeeper.policy.messages import describe_value, fail, line_of, locate, suggest
+from gatekeeper.policy.scalars import (
+    SERVER_NAME,
+    Bytes,
+    Duration,
+    FileMode,
+    Glob,
+    NonEmpty,
+    ServerName,
+    ToolName,
+    Version,
+    resolve_path,
+)
+from gatekeeper.policy.templating import compile_template, render_template
+
+__all__ = [
+    "DEFAULT_REVIEW_URL",
+    "RESERVED_TOOL",
+    "Defaults",
+    "Policy",
+    "Propose",
+    "Server",
+    "Source",
+    "ToolRule",
+]
+
+RESERVED_TOOL = "gatekeeper_proposal_status"
+DEFAULT_REVIEW_URL = "http://127.0.0.1:8765"
+_PREFIX = re.compile(r"[a-z][a-z0-9_-]*")
+_CONFIG = ConfigDict(extra="forbid", frozen=True)
+
+
+class Defaults(BaseModel):
+    """Values a ``propose`` rule inherits when it does not set them itself."""
+
+    model_config = _CONFIG
+    expires_after: Duration = timedelta(days=7)
+    max_bytes: Bytes = 1024 * 1024
+
+
+class Source(BaseModel):
+    """Where a proposal's path or content comes from: one argument, or a template over ``args``."""
+
+    model_config = _CONFIG
+    arg: NonEmpty | None = None
+    template: NonEmpty | None = None
+
+    @field_validator("template")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                compile_template(value)
+            except TemplateSyntaxError as exc:
+                fail(f"template syntax error: {exc.message} (template line {exc.lineno})")
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Source:
+        if (self.arg is None) == (self.template is None):
+            fail("give exactly one of 'arg' or 'template'")
+        return self
+
+    def render(self, args: Mapping[str, Any]) -> Any:
+        """The argument's raw value (may be missing: None) or the rendered template text."""
+        return args.get(self.arg) if self.arg is not None else render_template(self.template or "", args)
+
+    def label(self) -> str:
+        return f"arg:{self.arg}" if self.arg is not None else f"template:{self.template}"
+
+
+class Propose(BaseModel):
+    """How a write call becomes a proposal, and the limits a proposal must fit."""
+
+    model_config = _CONFIG
+    path: Source
+    content: Source
+    encoding: Literal["text", "base64"] = "text"
+    globs: tuple[Glob, ...] = ("**",)
+    max_bytes: Bytes = Defaults().max_bytes
+    expires_after: Duration = Defaults().expires_after
+    file_mode: FileMode = 0o644
+    wait_seconds: Annotated[StrictInt, Field(ge=0, le=600)] = 0
+
+    @field_validator("globs")
+    @classmethod
+    def _some_globs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            fail("needs at least one glob (use ['**'] to allow any path in the workspace)")
+        return value
+
+    def allows(self, path: str) -> bool:
+        """True if the workspace-relative POSIX path matches one of the rule's globs."""
+        return any(glob_match(pattern, path) for pattern in self.globs)
+
+
+class ToolRule(BaseModel):
+    """``allow`` / ``deny`` in YAML, or a mapping with the single key ``propose``."""
+
+    model_config = _CONFIG
+    yaml_keys: ClassVar[tuple[str, ...]] = ("propose",)
+    action: Literal["allow", "deny", "propose"]
+    propose: Propose | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_yaml(cls, value: object) -> object:
+        if isinstance(value, ToolRule):
+            return value
+        expected = "expected 'allow', 'deny' or a mapping with 'propose'"
+        if isinstance(value, str):
+            if value in ("allow", "deny"):
+                return {"action": value}
+            fail(f"{expected}, got {value!r}{suggest(value, ['allow', 'deny', 'propose'])}")
+        if isinstance(value, dict):
+            if "propose" in value and "action" not in value:
+                return {"action": "propose", **value}
+            if not value:
+                fail(f"{expected}, got an empty mapping")
+            keys = ", ".join(repr(key) for key in value)
+            fail(f"{expected}, got a mapping with {keys}{suggest(next(iter(value)), ['propose'])}")
+        fail(f"{expected}, got {describe_value(value)}")
+
+
+_DENY = ToolRule.model_validate("deny")
+
+
+class Server(BaseModel):
+    """One downstream MCP server: how to start it, its workspace, and its tool rules."""
+
+    model_config = _CONFIG
+    command: NonEmpty
+    args: tuple[StrictStr, ...] = ()
+    env: dict[StrictStr, StrictStr] = Field(default_factory=dict)
+    # Run in the policy file's folder unless told otherwise, so './x' in args means the same
+    # file wherever the proxy is started from.
+    cwd: Path = Field(default=".", validate_default=True)
+    workspace: Path
+    prefix: StrictStr | None = None
+    tools: dict[ToolName, ToolRule] = Field(default_factory=dict)
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: str, info: ValidationInfo) -> str:
+        # './bin/server' is relative to the policy file; a bare 'python' is found on PATH.
+        if "/" in value or value.startswith("~"):
+            return str(resolve_path(value, info))
+        return value
+
+    @field_validator("cwd", "workspace", mode="before")
+    @classmethod
+    def _paths(cls, value: object, info: ValidationInfo) -> object:
+        if value is None and info.field_name == "cwd":
+            value = "."  # 'cwd:' left empty means the default, like leaving it out
+        return resolve_path(value, info)
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, value: str | None) -> str | None:
+        if value is not None and not _PREFIX.fullmatch(value):
+            fail(f"prefix {value!r} must start with a lowercase letter and use only a-z, 0-9, '_' and '-'")
+        return value
+
+
+class Policy(BaseModel):
+    """The validated policy. Build it with ``load_policy``, which also records file and lines."""
+
+    model_config = _CONFIG
+    version: Version
+    review_url: StrictStr = DEFAULT_REVIEW_URL
+    defaults: Defaults = Defaults()
+    servers: dict[ServerName, Server] = Field(min_length=1)
+
+    _source: Path = PrivateAttr(default_factory=lambda: Path.cwd() / "policy.yaml")
+    _display: str = PrivateAttr(default="policy.yaml")
+    _lines: dict[tuple[Any, ...], int] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inherit(cls, data: object) -> object:
+        """Copy ``defaults`` and the server name into rules/servers that leave them out.
+
+        Doing it before validation means every ``Propose`` holds its effective limits, so the
+        proxy and committer never need to know that defaults exist, and the digest covers them.
+        """
+        if not isinstance(data, dict) or not isinstance(data.get("servers"), dict):
+            return data
+        raw_defaults = data.get("defaults") or {}
+        try:
+            Defaults.model_validate(raw_defaults)
+        except ValidationError:
+            raw_defaults = {}  # reported at 'defaults'; rules fall back to the built-in defaults
+        servers: dict[Any, Any] = {}
+        for name, server in data["servers"].items():
+            if isinstance(server, dict):
+                server = dict(server)
+                if isinstance(name, str) and SERVER_NAME.fullmatch(name):
+                    server.setdefault("prefix", name)
+                if isinstance(server.get("tools"), dict):
+                    tools = {}
+                    for tool, rule in server["tools"].items():
+                        if isinstance(rule, dict) and isinstance(rule.get("propose"), dict):
+                            rule = {**rule, "propose": {**raw_defaults, **rule["propose"]}}
+                        tools[tool] = rule
+                    server["tools"] = tools
+            servers[name] = server
+        return {**data, "servers": servers}
+
+    @field_validator("review_url")
+    @classmethod
+    def _review_url(cls, value: str) -> str:
+        if not re.fullmatch(r"https?://[^/\s?#]+(/[^\s?#]*)?", value):
+            fail(f"expected an http:// or https:// base URL such as {DEFAULT_REVIEW_URL!r}, got {value!r}")
+        return value.rstrip("/")
+
+    # ---- where it came from
+
+    @property
+    def source(self) -> Path:
+        """Absolute path of the policy file."""
+        return self._source
+
+    @property
+    def base_dir(self) -> Path:
+        """The folder relative paths in the policy resolve against."""
+        return self._source.parent
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the effective policy as canonical JSON: comments and layout do not count."""
+        canonical = json.dumps(
+            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def _where(self, path: tuple[Any, ...]) -> str:
+        return locate(self._display, line_of(self._lines, path), path)
+
+    # ---- naming
+
+    def rule(self, server: str, tool: str) -> ToolRule:
+        """The rule for a downstream tool; tools the policy does not name are denied."""
+        return self.servers[server].tools.get(tool) or _DENY
+
+    def host_name(self, server: str, tool: str) -> str:
+        """The name the host sees: unchanged with one server, ``<prefix>__<tool>`` with several."""
+        if len(self.servers) == 1:
+            return tool
+        return f"{self.servers[server].prefix or server}__{tool}"
+
+    def exposed_tools(self) -> dict[str, tuple[str, str]]:
+        """Host-facing name -> (server, tool) for every allowed or proposed tool; clashes are errors."""
+        prefixes: dict[str, str] = {}
+        if len(self.servers) > 1:
+            for name, server in self.servers.items():
+                prefix = server.prefix or name
+                if prefix in prefixes:
+                    # Point at the server whose 'prefix' line is written out: that is the one to change.
+                    culprit, other = name, prefixes[prefix]
+                    written = {n for n in (name, other) if ("servers", n, "prefix") in self._lines}
+                    if written == {other}:
+                        culprit, other = other, name
+                    key: tuple[str, ...] = ("servers", culprit, "prefix")
+                    where = self._where(key if key in self._lines else key[:2])
+                    raise PolicyError(
+                        f"{where}: prefix {prefix!r} is already used by server {other!r}"
+                        " (give each server its own 'prefix')"
+                    )
+                prefixes[prefix] = name
+        exposed: dict[str, tuple[str, str]] = {}
+        for name, server in self.servers.items():
+            for tool, rule in server.tools.items():
+                if rule.action == "deny":
+                    continue
+                host = self.host_name(name, tool)
+                key = ("servers", name, "tools", tool)
+                if host == RESERVED_TOOL:
+                    raise PolicyError(
+                        f"{self._where(key)}: the tool name {RESERVED_TOOL!r} is reserved by Gatekeeper "
+                        "(deny this tool, or add a second server so names get a prefix)"
+                    )
+                if host in exposed:
+                    other = ".".join(("servers", exposed[host][0], "tools", exposed[host][1]))
+                    raise PolicyError(f"{self._where(key)}: host-facing name {host!r} clashes with {other}")
+                exposed[host] = (name, tool)
+        return exposed
+
+    # ---- reporting
+
+    def describe(self) -> list[dict[str, Any]]:
+        """One row per named (server, tool) with its effective rule, for ``policy check``."""
+        exposed = {value: host for host, value in self.exposed_tools().items()}
+        rows = []
+        for name, server in self.servers.items():
+            for tool, rule in server.tools.items():
+                p = rule.propose
+                rows.append(
+                    {
+                        "server": name,
+                        "tool": tool,
+                        "host_name": exposed.get((name, tool)),
+                        "action": rule.action,
+                        "path": p.path.label() if p else None,
+                        "content": p.content.label() if p else None,
+                        "encoding": p.encoding if p else None,
+                        "globs": list(p.globs) if p else None,
+                        "max_bytes": p.max_bytes if p else None,
+                        "expires_after": int(p.expires_after.total_seconds()) if p else None,
+                        "file_mode": f"{p.file_mode:04o}" if p else None,
+                        "wait_seconds": p.wait_seconds if p else None,
+                    }
+                )
+        return rows
+
+    def check_workspaces(self) -> list[str]:
+        """Problems a person must fix before serving: missing workspace or cwd folders."""
+        problems = []
+        for name, server in self.servers.items():
+            for key, folder in (("workspace", server.workspace), ("cwd", server.cwd)):
+                where = self._where(("servers", name, key))
+                if not folder.exists():
+                    problems.append(f"{where}: {folder} does not exist (create it: mkdir -p {folder})")
+                elif not folder.is_dir():
+                    problems.append(f"{where}: {folder} is not a directory")
+        return problems
