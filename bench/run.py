@@ -502,9 +502,7 @@ def build_big_db(path: Path, n_events: int, seed: int = 7) -> BigDb:
 
     # Follow-up events (decisions, commits) and fillers (retries, denied tools) wait in a heap
     # keyed by time, so that seq order is time order, as in a real log.
-    heap: list[tuple[int, int, int, Any]] = [
-        (rng.randrange(created[0], now_us), i, -1, None) for i in range(fillers)
-    ]
+    heap: list[tuple[int, int, int, Any]] = [(rng.randrange(created[0], now_us), i, -1, None) for i in range(fillers)]
     heapq.heapify(heap)
     tick = fillers
     last: tuple[str, str, str] | None = None  # (id, args_sha256, session) of the newest proposal
@@ -590,9 +588,7 @@ def _filler(bulk: _Bulk, at_us: int, last: tuple[str, str, str] | None, rng: ran
     """Events that change no other table: agents retrying, tools the policy denies."""
     if last is not None and rng.random() < 0.6:
         pid, args_sha, session = last
-        bulk.event(
-            at_us, ev.PROPOSAL_REPEATED, "proxy", pid, {"session_id": session, "args_sha256": args_sha}
-        )
+        bulk.event(at_us, ev.PROPOSAL_REPEATED, "proxy", pid, {"session_id": session, "args_sha256": args_sha})
     else:
         bulk.event(
             at_us,
@@ -653,9 +649,7 @@ def _follow_up(
         heapq.heappush(heap, (at_us + rng.randrange(2_000, 50_000), bulk.seq + 2**40, 2, info))
     else:
         outcome = OUTCOME_NAME[fate]
-        observed = (
-            sha if fate == CREATED else hashlib.sha256(pid.encode()).hexdigest() if fate == CONFLICT else None
-        )
+        observed = sha if fate == CREATED else hashlib.sha256(pid.encode()).hexdigest() if fate == CONFLICT else None
         final_path = f"/srv/workspace/{path}" if fate == CREATED else None
         detail = OUTCOME_DETAIL[fate]
         bulk.commits.append((pid, outcome, observed, final_path, detail, ts(at_us)))
@@ -674,17 +668,13 @@ def big_db(work: Path, s: Settings, report: Report) -> BigDb:
     marker = path / "built.json"
     if marker.is_file():
         info = json.loads(marker.read_text())
-        db = BigDb(
-            Home(path), info["events"], info["proposals"], info["pending"], info["build_seconds"], True
-        )
+        db = BigDb(Home(path), info["events"], info["proposals"], info["pending"], info["build_seconds"], True)
     else:
         if path.exists():
             shutil.rmtree(path)
         log(f"[3] building a {s.events:,}-event database in {path} ...")
         db = build_big_db(path, s.events)
-        marker.write_text(
-            json.dumps({k: getattr(db, k) for k in ("events", "proposals", "pending", "build_seconds")})
-        )
+        marker.write_text(json.dumps({k: getattr(db, k) for k in ("events", "proposals", "pending", "build_seconds")}))
     size_mb = db.home.db_path.stat().st_size / 1e6
     report.add(
         Figure(
@@ -733,9 +723,7 @@ def audit_queries(db: BigDb, s: Settings, report: Report) -> None:
         for status, target in (("pending", 100), ("committed", None), (None, None)):
             label = status or "(no status)"
             rows = reader.proposals(status=status, limit=50)
-            if status == "pending" and (
-                len(rows) != min(50, db.pending) or {r.status for r in rows} != {"pending"}
-            ):
+            if status == "pending" and (len(rows) != min(50, db.pending) or {r.status for r in rows} != {"pending"}):
                 statuses = sorted({r.status for r in rows})
                 raise RuntimeError(f"pending query returned {len(rows)} rows, statuses {statuses}")
             secs = median_time(lambda st=status: reader.proposals(status=st, limit=50), s.query_reps)
@@ -790,11 +778,7 @@ def audit_verify(db: BigDb, s: Settings, report: Report) -> None:
     secs = time.perf_counter() - start
     if not out.stdout.startswith("OK"):
         raise RuntimeError(f"audit verify said: {out.stdout.strip()}")
-    report.add(
-        Figure(
-            "4. CLI audit verify (wall)", secs, "s", note=f"{db.events / secs:,.0f} events/s incl. start-up"
-        )
-    )
+    report.add(Figure("4. CLI audit verify (wall)", secs, "s", note=f"{db.events / secs:,.0f} events/s incl. start-up"))
 
 
 # -- output ---------------------------------------------------------------------------------------
@@ -814,15 +798,13 @@ def print_table(report: Report, s: Settings, work: Path, total: float) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     print(f"Gatekeeper bench{' (--quick: small sizes, not comparable to the targets)' if s.quick else ''}")
     print(
-        f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, "
-        f"{os.cpu_count()} CPUs, work folder {work}"
+        f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, work folder {work}"
     )
     print()
     for k, row in enumerate(rows):
         print(
             "  ".join(
-                c.rjust(w) if 0 < i < 5 else c.ljust(w)
-                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+                c.rjust(w) if 0 < i < 5 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
             ).rstrip()
         )
         if k == 0:
@@ -842,9 +824,7 @@ def print_table(report: Report, s: Settings, work: Path, total: float) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, < 30 s: a smoke test")
-    parser.add_argument(
-        "--workdir", type=Path, help="keep databases here (reused next time) instead of a temp folder"
-    )
+    parser.add_argument("--workdir", type=Path, help="keep databases here (reused next time) instead of a temp folder")
     args = parser.parse_args(argv)
     s = QUICK if args.quick else FULL
     start = time.perf_counter()

@@ -95,6 +95,5 @@ def parse_since(text: str, now: datetime | None = None) -> str:
         return format_ts(parse_ts(text))
     except ValueError:
         raise ValueError(
-            f"'{text}' is neither a duration (like 30m, 1h, 7d) "
-            "nor an ISO-8601 time (like 2026-11-29T10:00:00Z)"
+            f"'{text}' is neither a duration (like 30m, 1h, 7d) nor an ISO-8601 time (like 2026-11-29T10:00:00Z)"
         ) from None

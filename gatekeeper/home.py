@@ -95,9 +95,7 @@ class Home:
         try:
             fd = os.open(self.key_path, os.O_RDONLY | os.O_NOFOLLOW)
         except FileNotFoundError:
-            raise HomeMissing(
-                f"no signing key at {self.key_path}", "run `gatekeeper init` to create it"
-            ) from None
+            raise HomeMissing(f"no signing key at {self.key_path}", "run `gatekeeper init` to create it") from None
         with os.fdopen(fd, "rb") as f:
             mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
             key = f.read()

@@ -15,9 +15,7 @@ def _find(name: str) -> Path:
     for candidate in (_PACKAGE / name, _PACKAGE.parent / name):
         if candidate.is_dir():
             return candidate
-    raise FileNotFoundError(
-        f"Gatekeeper's {name}/ folder is missing from the installation; reinstall gatekeeper"
-    )
+    raise FileNotFoundError(f"Gatekeeper's {name}/ folder is missing from the installation; reinstall gatekeeper")
 
 
 def migrations_dir() -> Path:

@@ -1,21 +1,23 @@
-"""Print the CLI reference (every command's --help) as Markdown, for README.md.
+"""The CLI reference (every command's --help) as Markdown, for README.md.
 
-`python scripts/cli_reference.py > /tmp/ref.md`, then paste between the README's
+`python scripts/cli_reference.py --write` rewrites the part of README.md between the
 `<!-- cli-reference -->` markers; tests/test_docs.py fails when the two drift apart.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import click
 
 from gatekeeper.cli import cli
 
+BEGIN, END = "<!-- cli-reference -->", "<!-- /cli-reference -->"
 
-def commands(
-    group: click.Group, path: tuple[str, ...] = ()
-) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+
+def commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
     for name in sorted(group.commands):
         command = group.commands[name]
         yield (*path, name), command
@@ -37,5 +39,15 @@ def reference() -> str:
     return "\n".join(parts)
 
 
+def write_readme(readme: Path) -> None:
+    text = readme.read_text()
+    start = text.index(BEGIN) + len(BEGIN) + 1
+    end = text.index(END)
+    readme.write_text(text[:start] + reference() + "\n" + text[end:])
+
+
 if __name__ == "__main__":
-    print(reference())
+    if sys.argv[1:] == ["--write"]:
+        write_readme(Path(__file__).resolve().parent.parent / "README.md")
+    else:
+        print(reference())

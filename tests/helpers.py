@@ -32,9 +32,7 @@ def draft(
     return ProposalDraft(
         server=server,
         tool=tool,
-        arguments=arguments
-        if arguments is not None
-        else {"path": path, "content": content.decode("latin-1")},
+        arguments=arguments if arguments is not None else {"path": path, "content": content.decode("latin-1")},
         workspace="/tmp/workspace",
         path=path,
         content=content,

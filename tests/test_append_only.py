@@ -22,9 +22,7 @@ STATEMENTS = {
 def populated(home: Home, store: Store) -> Home:
     add_reviewer(store)
     p = store.propose(draft())
-    store.decide(
-        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key()
-    )
+    store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key())
     store.record_commit_intent(p.id)
     store.record_commit_outcome(p.id, "conflict", detail="test")
     return home

@@ -108,9 +108,7 @@ def test_changing_any_column_of_any_event_fails_at_that_seq(
     if column == "seq":
         conn.execute("UPDATE audit_event SET seq = seq + 1000 WHERE seq = ?", (seq,))
     elif column == "payload":
-        payload = json.loads(
-            conn.execute("SELECT payload FROM audit_event WHERE seq = ?", (seq,)).fetchone()[0]
-        )
+        payload = json.loads(conn.execute("SELECT payload FROM audit_event WHERE seq = ?", (seq,)).fetchone()[0])
         payload["tampered"] = True
         conn.execute(
             "UPDATE audit_event SET payload = ? WHERE seq = ?",
@@ -138,9 +136,7 @@ def test_any_single_character_change_is_named(
     db = _copy(pristine, tmp_path_factory.mktemp("byte"))
     conn = sqlite3.connect(db)
     seq = data.draw(st.integers(1, 10), label="seq")
-    column = data.draw(
-        st.sampled_from(["at", "kind", "actor", "payload", "prev_hash", "hash"]), label="column"
-    )
+    column = data.draw(st.sampled_from(["at", "kind", "actor", "payload", "prev_hash", "hash"]), label="column")
     value = conn.execute(f"SELECT {column} FROM audit_event WHERE seq = ?", (seq,)).fetchone()[0]
     i = data.draw(st.integers(0, len(value) - 1), label="index")
     ch = data.draw(st.characters(codec="ascii").filter(lambda c: c != value[i]), label="char")

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -119,7 +120,7 @@ def test_db_upgrade_on_a_blank_database_records_an_event(tmp_path: Path) -> None
     result = CliRunner().invoke(cli, ["--home", str(target), "audit", "log"])
     assert result.exit_code == 1 and "gatekeeper db upgrade" in result.stderr
     result = CliRunner().invoke(cli, ["--home", str(target), "db", "status"])
-    assert result.exit_code == 1 and "pending: 0001" in result.output
+    assert result.exit_code == 1 and "pending: 0001, 0002" in result.output
     assert "upgraded blank" in run("db", "upgrade", home=target)
     assert [e["kind"] for e in jsonl(run("audit", "log", "--json", home=target))] == ["db_upgrade"]
 
@@ -281,9 +282,7 @@ def test_verify_files_reports_missing_and_changed(home: Home, tmp_path: Path) ->
             s.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path=f"{name}.md", key=key)
             (ws / f"{name}.md").write_text(f"{name}\n")
             s.record_commit_intent(p.id)
-            s.record_commit_outcome(
-                p.id, "created", observed_sha256=p.sha256, final_path=str(ws / f"{name}.md")
-            )
+            s.record_commit_outcome(p.id, "created", observed_sha256=p.sha256, final_path=str(ws / f"{name}.md"))
     assert "0 problem(s)" in run("audit", "verify", "--files")
     (ws / "changed.md").write_text("tampered\n")
     (ws / "missing.md").unlink()
@@ -347,3 +346,65 @@ def test_log_follow_prints_events_appended_by_another_process(home: Home) -> Non
         proc.wait()
     with Reader(home.db_path) as r:
         assert r.head()[0] == 2
+
+
+# -- policy check ----------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_policy_check_prints_the_effective_rules(home: Home, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    shutil.copy(REPO / "policy.yaml", policy)
+    (tmp_path / "workspace").mkdir()
+    out = run("policy", "check", "--policy", str(policy))
+    assert "create_note" in out and "propose" in out and "Tools not named above are denied." in out
+    rows = jsonl(run("policy", "check", "--policy", str(policy), "--json"))
+    assert {r["tool"]: r["action"] for r in rows} == {
+        "read_note": "allow",
+        "list_notes": "allow",
+        "search_notes": "allow",
+        "create_note": "propose",
+    }
+
+
+def test_policy_check_warns_about_a_missing_workspace(home: Home, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    shutil.copy(REPO / "policy.yaml", policy)
+    result = CliRunner().invoke(cli, ["policy", "check", "--policy", str(policy)])
+    assert result.exit_code == 0 and "Warning:" in result.stderr and "workspace" in result.stderr
+
+
+def test_policy_check_from_environment_and_errors(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = tmp_path / "policy.yaml"
+    bad.write_text("version: 1\nservers:\n  notes:\n    comand: python\n    workspace: .\n")
+    monkeypatch.setenv("GATEKEEPER_POLICY", str(bad))
+    result = CliRunner().invoke(cli, ["policy", "check"])
+    assert result.exit_code == 2
+    assert "policy.yaml:4: servers.notes: unknown key 'comand' (did you mean 'command'?)" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_policy_check_without_any_policy(home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["policy", "check"])
+    assert result.exit_code == 2 and "policy" in result.stderr.lower() and "--policy" in result.stderr
+
+
+def test_policy_check_shows_and_accepts_tool_changes(home: Home, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    shutil.copy(REPO / "policy.yaml", policy)
+    (tmp_path / "workspace").mkdir()
+    with Store(home.db_path) as s:
+        s.observe_tools("notes", {"read_note": ("a" * 64, "{}")})
+        s.observe_tools("notes", {"read_note": ("b" * 64, '{"x":1}')})
+    result = CliRunner().invoke(cli, ["policy", "check", "--policy", str(policy)])
+    assert result.exit_code == 0
+    assert f"Withheld: notes.read_note definition {'a' * 12} -> {'b' * 12}" in result.stderr
+    assert "--accept-changes" in result.stderr
+    out = run("policy", "check", "--policy", str(policy), "--accept-changes")
+    assert f"Accepted: notes.read_note definition {'a' * 12} -> {'b' * 12}" in out
+    result = CliRunner().invoke(cli, ["policy", "check", "--policy", str(policy)])
+    assert "Withheld" not in result.stderr
+    kinds = [e["kind"] for e in jsonl(run("audit", "log", "--json"))]
+    assert kinds[-1] == "tool_change_accepted"

@@ -37,11 +37,7 @@ def _writer(db_path: str, worker: int, seconds: float, out: mp.Queue) -> None:
             except Exception as exc:
                 errors.append(repr(exc))
             i += 1
-    out.put(
-        json.dumps(
-            {"worker": worker, "made": made, "retries": retries, "refusals": refusals, "errors": errors}
-        )
-    )
+    out.put(json.dumps({"worker": worker, "made": made, "retries": retries, "refusals": refusals, "errors": errors}))
 
 
 def test_four_processes_write_at_once_and_lose_nothing(home: Home) -> None:
@@ -62,9 +58,7 @@ def test_four_processes_write_at_once_and_lose_nothing(home: Home) -> None:
     conn = sqlite3.connect(home.db_path)
     assert {row[0] for row in conn.execute("SELECT id FROM proposal")} == set(made)
     assert len(set(made)) == len(made)
-    created = {
-        row[0] for row in conn.execute("SELECT proposal_id FROM audit_event WHERE kind = 'proposal_created'")
-    }
+    created = {row[0] for row in conn.execute("SELECT proposal_id FROM audit_event WHERE kind = 'proposal_created'")}
     assert created == set(made)  # each proposal with its own event, written in the same transaction
     with Reader(home.db_path) as reader:
         report = verify_chain(reader)

@@ -24,9 +24,7 @@ def test_readme_opens_with_the_two_commands() -> None:
     assert "make demo" in head and "make test" in head
 
 
-@pytest.mark.parametrize(
-    "path", [(), *[p for p, _ in commands(cli)]], ids=lambda p: " ".join(p) or "gatekeeper"
-)
+@pytest.mark.parametrize("path", [(), *[p for p, _ in commands(cli)]], ids=lambda p: " ".join(p) or "gatekeeper")
 def test_every_command_help_is_in_the_readme(path: tuple[str, ...]) -> None:
     assert help_text(path) in README, "regenerate the README's CLI reference: python scripts/cli_reference.py"
 

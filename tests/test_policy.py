@@ -111,9 +111,7 @@ def test_digest_ignores_comments_and_layout_but_not_values(tmp_path):
 
 def test_defaults_are_inherited_by_rules_that_leave_them_out(tmp_path):
     text = BASE.replace("servers:", "defaults:\n  max_bytes: 100\n  expires_after: 90m\nservers:", 1)
-    text += (
-        PROPOSE + "      other:\n        propose:\n          path: {arg: p}\n          content: {arg: c}\n"
-    )
+    text += PROPOSE + "      other:\n        propose:\n          path: {arg: p}\n          content: {arg: c}\n"
     text += "          max_bytes: 7\n"
     policy = load_policy(write(tmp_path, text))
     inherited = policy.rule("notes", "create_note").propose
@@ -150,13 +148,11 @@ BROKEN = {
     ),
     "both arg and template": (
         BASE + PROPOSE.replace("{arg: path}", "{arg: path, template: x}"),
-        "policy.yaml:10: servers.notes.tools.create_note.propose.path:"
-        " give exactly one of 'arg' or 'template'",
+        "policy.yaml:10: servers.notes.tools.create_note.propose.path: give exactly one of 'arg' or 'template'",
     ),
     "neither arg nor template": (
         BASE + PROPOSE.replace("{arg: content}", "{}"),
-        "policy.yaml:11: servers.notes.tools.create_note.propose.content:"
-        " give exactly one of 'arg' or 'template'",
+        "policy.yaml:11: servers.notes.tools.create_note.propose.content: give exactly one of 'arg' or 'template'",
     ),
     "template syntax error": (
         BASE + PROPOSE.replace("{arg: path}", "{template: 'in/{{ args.title | slug }.md'}"),
@@ -304,9 +300,7 @@ def test_broken_policy_gets_a_precise_message(tmp_path, monkeypatch, text, expec
 
 
 def test_several_problems_are_reported_together_in_line_order(tmp_path, monkeypatch):
-    text = BASE.replace("read_note: allow", "read_note: alow").replace(
-        "    workspace:", "    env: {A: 1}\n    x:"
-    )
+    text = BASE.replace("read_note: allow", "read_note: alow").replace("    workspace:", "    env: {A: 1}\n    x:")
     lines = error_of(tmp_path, monkeypatch, text).splitlines()
     assert lines == [
         "policy.yaml:3: servers.notes: missing required key 'workspace'",
@@ -347,9 +341,7 @@ def test_yaml_aliases_cannot_loop_or_explode(tmp_path, monkeypatch):
 
 
 def test_merge_keys_may_be_overridden_without_a_duplicate_error(tmp_path):
-    text = BASE.replace(
-        "    command: python\n", "    <<: {command: npx, workspace: elsewhere}\n    command: python\n"
-    )
+    text = BASE.replace("    command: python\n", "    <<: {command: npx, workspace: elsewhere}\n    command: python\n")
     server = load_policy(write(tmp_path, text)).servers["notes"]
     assert server.command == "python"
     assert server.workspace == tmp_path / "ws"
@@ -419,16 +411,12 @@ def test_check_workspaces_reports_missing_and_non_folders(tmp_path):
     path = write(tmp_path, BASE.replace("    workspace:", "    cwd: run\n    workspace:"))
     policy = load_policy(path)
     assert policy.check_workspaces() == [
-        f"{path}:6: servers.notes.workspace: {tmp_path / 'ws'} does not exist"
-        f" (create it: mkdir -p {tmp_path / 'ws'})",
-        f"{path}:5: servers.notes.cwd: {tmp_path / 'run'} does not exist"
-        f" (create it: mkdir -p {tmp_path / 'run'})",
+        f"{path}:6: servers.notes.workspace: {tmp_path / 'ws'} does not exist (create it: mkdir -p {tmp_path / 'ws'})",
+        f"{path}:5: servers.notes.cwd: {tmp_path / 'run'} does not exist (create it: mkdir -p {tmp_path / 'run'})",
     ]
     (tmp_path / "ws").write_text("a file")
     (tmp_path / "run").mkdir()
-    assert policy.check_workspaces() == [
-        f"{path}:6: servers.notes.workspace: {tmp_path / 'ws'} is not a directory"
-    ]
+    assert policy.check_workspaces() == [f"{path}:6: servers.notes.workspace: {tmp_path / 'ws'} is not a directory"]
     (tmp_path / "ws").unlink()
     (tmp_path / "ws").mkdir()
     assert policy.check_workspaces() == []
@@ -515,9 +503,7 @@ def test_glob_rejects_unclosed_class():
 
 _component = st.text(st.characters(codec="utf-8", exclude_characters="/\x00"), min_size=1, max_size=8)
 _path = st.lists(_component, min_size=1, max_size=5).map("/".join)
-_plain_component = st.text(
-    st.characters(codec="utf-8", exclude_characters="/\x00*?[\\"), min_size=1, max_size=8
-)
+_plain_component = st.text(st.characters(codec="utf-8", exclude_characters="/\x00*?[\\"), min_size=1, max_size=8)
 _plain_path = st.lists(_plain_component, min_size=1, max_size=5).map("/".join)
 
 

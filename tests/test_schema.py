@@ -54,6 +54,8 @@ EXPECTED_COLUMNS = {
     "review_session": ["id", "reviewer", "created_at", "expires_at", "ended_at"],
     "used_nonce": ["nonce", "purpose", "used_at"],
     "alembic_version": ["version_num"],
+    "tool_definition": ["server", "tool", "digest", "definition", "first_seen_at", "last_seen_at"],
+    "tool_acceptance": ["id", "server", "tool", "digest", "accepted_at", "actor"],
 }
 EXPECTED_INDEXES = {
     "ix_proposal_created_at",
@@ -64,12 +66,20 @@ EXPECTED_INDEXES = {
     "ix_audit_event_kind",
     "ix_audit_event_proposal_id",
     "ix_review_session_reviewer",
+    "ix_tool_acceptance_tool",
 }
 EXPECTED_TRIGGERS = {
     f"{t}_no_{a}"
-    for t in ("proposal", "decision", "commit_record", "audit_event")
+    for t in ("proposal", "decision", "commit_record", "audit_event", "tool_acceptance")
     for a in ("update", "delete")
-} | {"reviewer_no_delete", "reviewer_fixed", "used_nonce_no_change", "used_nonce_no_delete"}
+} | {
+    "reviewer_no_delete",
+    "reviewer_fixed",
+    "used_nonce_no_change",
+    "used_nonce_no_delete",
+    "tool_definition_fixed",
+    "tool_definition_no_delete",
+}
 
 
 def _names(conn: sqlite3.Connection, kind: str) -> set[str]:
@@ -141,14 +151,14 @@ def test_older_schema_says_to_upgrade(tmp_path: Path) -> None:
     """A database at an older revision than the code: simulated with a migrations copy that adds one."""
     migrations = tmp_path / "migrations"
     shutil.copytree(migrations_dir(), migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    (migrations / "versions" / "0002_extra.py").write_text(
-        'revision = "0002"\ndown_revision = "0001"\nbranch_labels = None\ndepends_on = None\n'
+    (migrations / "versions" / "0003_extra.py").write_text(
+        'revision = "0003"\ndown_revision = "0002"\nbranch_labels = None\ndepends_on = None\n'
         "from alembic import op\n\n\ndef upgrade():\n    op.execute('CREATE TABLE extra (x INTEGER)')\n"
     )
     db = tmp_path / "gatekeeper.db"
-    migrate.upgrade(db)  # the shipped migrations: at 0001
+    migrate.upgrade(db)  # the shipped migrations: at 0002
     st = migrate.status(db, migrations)
-    assert (st.current, st.head, st.pending) == ("0001", "0002", ("0002",))
+    assert (st.current, st.head, st.pending) == ("0002", "0003", ("0003",))
     migrate.upgrade(db, migrations)
     assert migrate.status(db, migrations).up_to_date
     assert sqlite3.connect(db).execute("SELECT count(*) FROM extra").fetchone() == (0,)
@@ -158,8 +168,8 @@ def test_failing_migration_rolls_back_whole(tmp_path: Path) -> None:
     """A revision that fails half-way leaves no table of its own and the version unchanged."""
     migrations = tmp_path / "migrations"
     shutil.copytree(migrations_dir(), migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    (migrations / "versions" / "0002_broken.py").write_text(
-        'revision = "0002"\ndown_revision = "0001"\nbranch_labels = None\ndepends_on = None\n'
+    (migrations / "versions" / "0003_broken.py").write_text(
+        'revision = "0003"\ndown_revision = "0002"\nbranch_labels = None\ndepends_on = None\n'
         "from alembic import op\n\n\ndef upgrade():\n"
         "    op.execute('CREATE TABLE half_done (x INTEGER)')\n"
         "    op.execute('INSERT INTO no_such_table VALUES (1)')\n"
@@ -169,5 +179,5 @@ def test_failing_migration_rolls_back_whole(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="no_such_table"):
         migrate.upgrade(db, migrations)
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0001",)
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0002",)
     assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchone() is None

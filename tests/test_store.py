@@ -71,14 +71,10 @@ def test_retry_after_a_decision_makes_a_new_proposal(home: Home, store: Store) -
 def test_decision_is_signed_over_the_exact_proposal(home: Home, store: Store) -> None:
     add_reviewer(store)
     p = store.propose(draft())
-    store.decide(
-        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key()
-    )
+    store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key())
     row = (
         sqlite3.connect(home.db_path)
-        .execute(
-            "SELECT proposal_id, verdict, reviewer, reason, sha256, path, decided_at, signature FROM decision"
-        )
+        .execute("SELECT proposal_id, verdict, reviewer, reason, sha256, path, decided_at, signature FROM decision")
         .fetchone()
     )
     message = signing.decision_message(
@@ -107,9 +103,7 @@ def test_decision_is_signed_over_the_exact_proposal(home: Home, store: Store) ->
         ({"verdict": "rejected", "reason": "  "}, InvalidInput, "no reason"),
     ],
 )
-def test_bad_decisions_are_refused_and_recorded(
-    home: Home, store: Store, change: dict, error: type, why: str
-) -> None:
+def test_bad_decisions_are_refused_and_recorded(home: Home, store: Store, change: dict, error: type, why: str) -> None:
     add_reviewer(store)
     p = store.propose(draft())
     args = {"verdict": "approved", "reviewer": "alice", "sha256": p.sha256, "path": "notes/a.md"} | change
@@ -190,13 +184,9 @@ def test_commit_intent_needs_an_approval_and_outcome_is_once(home: Home, store: 
         store.record_commit_intent(p.id)
     with pytest.raises(NotFound):
         store.record_commit_intent("0" * 26)
-    store.decide(
-        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key()
-    )
+    store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key())
     store.record_commit_intent(p.id)
-    store.record_commit_outcome(
-        p.id, "created", observed_sha256=p.sha256, final_path="/tmp/workspace/notes/a.md"
-    )
+    store.record_commit_outcome(p.id, "created", observed_sha256=p.sha256, final_path="/tmp/workspace/notes/a.md")
     assert status(home, p.id) == "committed"
     with pytest.raises(Conflict, match="already has an outcome"):
         store.record_commit_outcome(p.id, "conflict")
@@ -210,9 +200,7 @@ def test_commit_intent_needs_an_approval_and_outcome_is_once(home: Home, store: 
 def test_outcome_statuses(home: Home, store: Store, outcome: str) -> None:
     add_reviewer(store)
     p = store.propose(draft())
-    store.decide(
-        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key()
-    )
+    store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key())
     store.record_commit_outcome(p.id, outcome, detail="why")
     assert status(home, p.id) == outcome
     with Reader(home.db_path) as r:
@@ -238,3 +226,28 @@ def test_reviewer_changes_are_events(home: Home, store: Store) -> None:
     assert kinds(home) == ["reviewer_added", "reviewer_password_changed", "reviewer_disabled"]
     r = store.reviewer("alice")
     assert r is not None and r.disabled_at is not None and r.password_hash == "$argon2id$other"
+
+
+def test_tool_pins_first_sight_change_and_acceptance(home: Home, store: Store) -> None:
+    v1 = {"read": ("d1", '{"name":"read"}'), "write": ("w1", '{"name":"write"}')}
+    assert store.observe_tools("notes", v1) == {"read", "write"}
+    assert store.observe_tools("notes", v1) == {"read", "write"}  # seen again: no new events
+    changed = {"read": ("d2", '{"name":"read","description":"now also deletes"}'), "write": v1["write"]}
+    assert store.observe_tools("notes", changed) == {"write"}  # the changed tool is withheld
+    assert store.observe_tools("notes", changed) == {"write"}  # ...and stays withheld, one event only
+    assert [(c["tool"], c["pinned"], c["digest"]) for c in store.pending_tool_changes()] == [("read", "d1", "d2")]
+    accepted = store.accept_tool_changes("cli:test")
+    assert [c["tool"] for c in accepted] == ["read"]
+    assert store.pending_tool_changes() == []
+    assert store.observe_tools("notes", changed) == {"read", "write"}
+    assert store.observe_tools("notes", v1) == {"write"}  # going back is a change too...
+    assert [(c["tool"], c["pinned"], c["digest"]) for c in store.pending_tool_changes()] == [("read", "d2", "d1")]
+    assert kinds(home) == [
+        "tool_pinned",
+        "tool_pinned",
+        "tool_definition_changed",
+        "tool_change_accepted",
+        "tool_definition_changed",
+    ]
+    store.accept_tool_changes()  # ...and can be accepted like any other
+    assert store.observe_tools("notes", v1) == {"read", "write"}

@@ -30,9 +30,7 @@ def verify_chain(reader: Reader, expect_head: str | None = None) -> ChainReport:
             f"{expect_head.strip()}: events were removed from the end, "
             "or the expected head is from another database"
         )
-        return ChainReport(
-            report.count, report.head_seq, report.head_hash, ChainProblem(report.head_seq + 1, reason)
-        )
+        return ChainReport(report.count, report.head_seq, report.head_hash, ChainProblem(report.head_seq + 1, reason))
     return report
 
 

@@ -32,9 +32,7 @@ class Since(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
-SINCE = click.option(
-    "--since", type=Since(), help="Only since then: a duration ago (30m, 1h, 7d) or ISO-8601."
-)
+SINCE = click.option("--since", type=Since(), help="Only since then: a duration ago (30m, 1h, 7d) or ISO-8601.")
 JSON = click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 
 
@@ -59,14 +57,10 @@ def audit() -> None:
 @click.option("--status", type=click.Choice(STATUSES), help="Only proposals with this derived status.")
 @click.option("--server", help="Only proposals for this downstream server.")
 @SINCE
-@click.option(
-    "--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many rows."
-)
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many rows.")
 @JSON
 @pass_ctx
-def proposals(
-    ctx: Ctx, status: str | None, server: str | None, since: str | None, limit: int, as_json: bool
-) -> None:
+def proposals(ctx: Ctx, status: str | None, server: str | None, since: str | None, limit: int, as_json: bool) -> None:
     """List proposals, newest first, with their derived status."""
     with _reader(ctx) as reader:
         rows = reader.proposals(status=status, server=server, since=since, limit=limit)
@@ -152,19 +146,13 @@ def show(ctx: Ctx, proposal_id: str, content: bool, as_json: bool) -> None:
 
 
 @audit.command()
-@click.option(
-    "--kind", help="Only events of this kind (init, proposal_created, decision, commit_outcome, ...)."
-)
+@click.option("--kind", help="Only events of this kind (init, proposal_created, decision, commit_outcome, ...).")
 @click.option("--proposal", "proposal_id", help="Only events about this proposal.")
 @SINCE
-@click.option(
-    "--follow", "-f", is_flag=True, help="Keep printing new events as they are appended (Ctrl-C stops)."
-)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they are appended (Ctrl-C stops).")
 @JSON
 @pass_ctx
-def log(
-    ctx: Ctx, kind: str | None, proposal_id: str | None, since: str | None, follow: bool, as_json: bool
-) -> None:
+def log(ctx: Ctx, kind: str | None, proposal_id: str | None, since: str | None, follow: bool, as_json: bool) -> None:
     """Print audit events in order."""
     with _reader(ctx) as reader:
         rows = reader.events(kind=kind, proposal_id=proposal_id, since=since)
@@ -185,16 +173,12 @@ def log(
                 if as_json:
                     emit_json(_event_json(row))
                 else:
-                    click.echo(
-                        "\t".join(str(v) for v in (row[0], row[1], row[2], row[3], row[4] or "", row[5]))
-                    )
+                    click.echo("\t".join(str(v) for v in (row[0], row[1], row[2], row[3], row[4] or "", row[5])))
         except KeyboardInterrupt:
             return
 
 
-def _follow(
-    reader: Reader, after: int, kind: str | None, proposal_id: str | None, since: str | None
-) -> Iterator[Any]:
+def _follow(reader: Reader, after: int, kind: str | None, proposal_id: str | None, since: str | None) -> Iterator[Any]:
     """Wake on ``PRAGMA data_version`` (changes when another connection commits): no busy re-querying."""
     version = None
     while True:
@@ -209,12 +193,8 @@ def _follow(
 
 
 @audit.command()
-@click.option(
-    "--expect-head", metavar="HASH", help="Also fail unless the chain ends at this hash (from `audit head`)."
-)
-@click.option(
-    "--files", is_flag=True, help="Also compare committed files on disk with their approved sha256."
-)
+@click.option("--expect-head", metavar="HASH", help="Also fail unless the chain ends at this hash (from `audit head`).")
+@click.option("--files", is_flag=True, help="Also compare committed files on disk with their approved sha256.")
 @JSON
 @pass_ctx
 def verify(ctx: Ctx, expect_head: str | None, files: bool, as_json: bool) -> None:
@@ -248,8 +228,7 @@ def verify(ctx: Ctx, expect_head: str | None, files: bool, as_json: bool) -> Non
             for p in problems:
                 click.echo(f"FILE {p.problem}: {p.path} (proposal {p.proposal_id})")
             click.echo(
-                f"{'OK' if not problems else 'FAILED'}: {checked} committed file(s) checked, "
-                f"{len(problems)} problem(s)"
+                f"{'OK' if not problems else 'FAILED'}: {checked} committed file(s) checked, {len(problems)} problem(s)"
             )
     if not ok:
         raise SystemExit(1)
@@ -278,11 +257,7 @@ def export(ctx: Ctx, fmt: str, since: str | None) -> None:
 
     columns = ("seq", "at", "kind", "actor", "proposal_id", "payload", "prev_hash", "hash")
     with _reader(ctx) as reader:
-        sql = (
-            f"SELECT {', '.join(columns)} FROM audit_event"
-            + (" WHERE at >= ?" if since else "")
-            + " ORDER BY seq"
-        )
+        sql = f"SELECT {', '.join(columns)} FROM audit_event" + (" WHERE at >= ?" if since else "") + " ORDER BY seq"
         cursor = reader.conn.execute(sql, (since,) if since else ())
         out = sys.stdout
         if fmt == "csv":

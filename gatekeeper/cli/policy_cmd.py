@@ -22,9 +22,18 @@ def policy() -> None:
     help="Policy file. Default: $GATEKEEPER_POLICY, ./policy.yaml, then policy.yaml in the home.",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per rule.")
+@click.option(
+    "--accept-changes",
+    is_flag=True,
+    help="Pin changed downstream tool definitions to what the servers list now (each is an audit event).",
+)
 @pass_ctx
-def check(ctx: Ctx, policy_file: str | None, as_json: bool) -> None:
-    """Load the policy, report problems, and print the effective rules."""
+def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool) -> None:
+    """Load the policy, report problems, and print the effective rules.
+
+    A downstream tool whose definition changed since it was first seen is withheld from hosts
+    until a person runs this with --accept-changes.
+    """
     from gatekeeper.policy import load_policy
 
     pol = load_policy(policy_file, home=ctx.home.path)
@@ -54,3 +63,27 @@ def check(ctx: Ctx, policy_file: str | None, as_json: bool) -> None:
         click.echo("Tools not named above are denied.")
     for problem in problems:
         click.echo(f"Warning: {problem}", err=True)
+    _tool_changes(ctx, accept_changes, as_json)
+
+
+def _tool_changes(ctx: Ctx, accept: bool, as_json: bool) -> None:
+    if not ctx.home.db_path.exists():
+        if accept:
+            ctx.home.require()
+        return
+    from gatekeeper.store.store import Store
+
+    with Store(ctx.home.require().db_path) as store:
+        changes = store.accept_tool_changes(ctx.actor) if accept else store.pending_tool_changes()
+    for change in changes:
+        verb = "accepted" if accept else "withheld, changed since pinned"
+        if as_json:
+            emit_json({"tool_change": verb, **{k: change[k] for k in ("server", "tool", "pinned", "digest")}})
+        else:
+            click.echo(
+                f"{'Accepted' if accept else 'Withheld'}: {change['server']}.{change['tool']} "
+                f"definition {change['pinned'][:12]} -> {change['digest'][:12]}",
+                err=not accept,
+            )
+    if changes and not accept and not as_json:
+        click.echo("  → review the new definitions, then run `gatekeeper policy check --accept-changes`", err=True)

@@ -61,9 +61,7 @@ def build(root: Path) -> MCPServer:
         inside(path).unlink()
         return f"deleted {path}"
 
-    @server.tool(
-        description="Count slowly to n, reporting progress and logging each step (for demos of progress)."
-    )
+    @server.tool(description="Count slowly to n, reporting progress and logging each step (for demos of progress).")
     async def count_slowly(n: int, ctx: Context, delay_ms: int = 50) -> int:
         import anyio
 

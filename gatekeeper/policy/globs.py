@@ -34,9 +34,7 @@ def _glob_component(part: str, pattern: str) -> str:
             out.append(f"(?!/)[{'^' if negate else ''}{body}]")
             i = end
         elif ch == "\\":
-            raise ValueError(
-                f"glob {pattern!r} contains '\\': separate folders with '/', write [*] for a literal *"
-            )
+            raise ValueError(f"glob {pattern!r} contains '\\': separate folders with '/', write [*] for a literal *")
         else:
             out.append(re.escape(ch))
         i += 1
@@ -83,9 +81,7 @@ def check_glob(pattern: str) -> str:
     if "" in parts:
         raise ValueError(f"glob {pattern!r} has an empty folder name ('//' or a trailing '/')")
     if "." in parts or ".." in parts:
-        raise ValueError(
-            f"glob {pattern!r} must not contain '.' or '..' folders (paths are normalised first)"
-        )
+        raise ValueError(f"glob {pattern!r} must not contain '.' or '..' folders (paths are normalised first)")
     try:
         _glob_regex(pattern)
     except re.error as exc:

@@ -44,9 +44,7 @@ class _Loader(yaml.SafeLoader):
     def _walk(self, node: yaml.Node, path: tuple[Any, ...], stack: frozenset[int], merged: bool) -> None:
         self._budget -= 1
         if self._budget < 0:
-            raise PolicyError(
-                f"{self._display}: too many YAML nodes (aliases expand to more than {_MAX_NODES})"
-            )
+            raise PolicyError(f"{self._display}: too many YAML nodes (aliases expand to more than {_MAX_NODES})")
         if id(node) in stack:
             raise PolicyError(f"{self._display}:{node.start_mark.line + 1}: a YAML alias refers to itself")
         stack = stack | {id(node)}
@@ -66,9 +64,7 @@ class _Loader(yaml.SafeLoader):
                 try:
                     first = seen.get(key)
                 except TypeError:
-                    raise PolicyError(
-                        f"{locate(self._display, line, path)}: keys must be plain names"
-                    ) from None
+                    raise PolicyError(f"{locate(self._display, line, path)}: keys must be plain names") from None
                 if first is not None:
                     raise PolicyError(
                         f"{locate(self._display, line, path)}: duplicate key {key!r} (first at line {first})"
@@ -172,8 +168,7 @@ def _explain(error: Mapping[str, Any], path: tuple[Any, ...], node: yaml.Node | 
 
 def _messages(exc: ValidationError, display: str, lines: dict, nodes: dict) -> Iterator[tuple[int, str]]:
     errors = [
-        (error, tuple(part for part in error["loc"] if part != "[key]"))
-        for error in exc.errors(include_url=False)
+        (error, tuple(part for part in error["loc"] if part != "[key]")) for error in exc.errors(include_url=False)
     ]
     # "unknown key 'comand' (did you mean 'command'?)" already covers "missing 'command'".
     meant = set()
@@ -246,9 +241,7 @@ def _find(path: str | os.PathLike[str] | None, home: Path | None) -> tuple[Path,
     env = os.environ.get("GATEKEEPER_POLICY")
     if env:
         if not Path(env).is_file():
-            raise PolicyError(
-                f"$GATEKEEPER_POLICY is {env}, which is not a file", "fix or unset GATEKEEPER_POLICY"
-            )
+            raise PolicyError(f"$GATEKEEPER_POLICY is {env}, which is not a file", "fix or unset GATEKEEPER_POLICY")
         return Path(env), env
     if Path("policy.yaml").is_file():
         return Path("policy.yaml"), "policy.yaml"

@@ -261,9 +261,7 @@ class Policy(BaseModel):
     @property
     def digest(self) -> str:
         """sha256 of the effective policy as canonical JSON: comments and layout do not count."""
-        canonical = json.dumps(
-            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        )
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
     def _where(self, path: tuple[Any, ...]) -> str:

@@ -25,9 +25,7 @@ def event_message(seq: int, at: str, kind: str, actor: str, proposal_id: str | N
     ).encode()
 
 
-def event_hash(
-    prev_hash: str, seq: int, at: str, kind: str, actor: str, proposal_id: str | None, payload: str
-) -> str:
+def event_hash(prev_hash: str, seq: int, at: str, kind: str, actor: str, proposal_id: str | None, payload: str) -> str:
     h = hashlib.sha256(prev_hash.encode("ascii"))
     h.update(event_message(seq, at, kind, actor, proposal_id, payload))
     return h.hexdigest()
@@ -64,9 +62,7 @@ def verify_rows(rows: Iterable[EventRow]) -> ChainReport:
             what = "missing" if seq > expected_seq else "duplicated or out of order"
             return ChainReport(count, expected_seq - 1, prev, ChainProblem(expected_seq, f"event {what}"))
         if prev_hash != prev:
-            return ChainReport(
-                count, seq - 1, prev, ChainProblem(seq, "prev_hash does not match the event before")
-            )
+            return ChainReport(count, seq - 1, prev, ChainProblem(seq, "prev_hash does not match the event before"))
         try:
             message = event_message(seq, at, kind, actor, proposal_id, payload)
         except (TypeError, ValueError) as exc:
@@ -74,9 +70,7 @@ def verify_rows(rows: Iterable[EventRow]) -> ChainReport:
         h = sha256(prev.encode("ascii"))
         h.update(message)
         if h.hexdigest() != stored:
-            return ChainReport(
-                count, seq - 1, prev, ChainProblem(seq, "hash does not match the row's contents")
-            )
+            return ChainReport(count, seq - 1, prev, ChainProblem(seq, "hash does not match the row's contents"))
         prev, expected_seq, count = stored, seq + 1, count + 1
     return ChainReport(count, expected_seq - 1, prev, None)
 

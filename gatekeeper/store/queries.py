@@ -44,10 +44,7 @@ _LIST_COLUMNS = (
     "p.id, " + STATUS_SQL + " AS status, p.server, p.tool, p.path, p.size, p.sha256, p.created_at, "
     "p.expires_at, d.reviewer, d.reason, c.final_path"
 )
-_FROM = (
-    "FROM proposal p LEFT JOIN decision d ON d.proposal_id = p.id "
-    "LEFT JOIN commit_record c ON c.proposal_id = p.id"
-)
+_FROM = "FROM proposal p LEFT JOIN decision d ON d.proposal_id = p.id LEFT JOIN commit_record c ON c.proposal_id = p.id"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from sqlmodel import Field, SQLModel
 
-APPEND_ONLY_TABLES = ("proposal", "decision", "commit_record", "audit_event")
+APPEND_ONLY_TABLES = (
+    "proposal",
+    "decision",
+    "commit_record",
+    "audit_event",
+    "tool_definition",
+    "tool_acceptance",
+)
 VERDICTS = ("approved", "rejected")
 OUTCOMES = ("created", "conflict", "refused", "failed")
 
@@ -103,3 +110,30 @@ class UsedNonce(SQLModel, table=True):
     nonce: str = Field(primary_key=True)
     purpose: str
     used_at: str
+
+
+class ToolDefinition(SQLModel, table=True):
+    """Every distinct definition of a downstream tool ever seen (digest of its canonical JSON)."""
+
+    __tablename__ = "tool_definition"
+
+    server: str = Field(primary_key=True)
+    tool: str = Field(primary_key=True)
+    digest: str = Field(primary_key=True)
+    definition: str
+    first_seen_at: str
+    last_seen_at: str  # the only column that changes: which definition is live now
+
+
+class ToolAcceptance(SQLModel, table=True):
+    """The definition a tool is pinned to: its latest row. The first sight is accepted by itself;
+    a later change waits for ``gatekeeper policy check --accept-changes``."""
+
+    __tablename__ = "tool_acceptance"
+
+    id: int | None = Field(default=None, primary_key=True)
+    server: str
+    tool: str
+    digest: str
+    accepted_at: str
+    actor: str

@@ -48,6 +48,9 @@ class Tx:
     def first(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> tuple[Any, ...] | None:
         return self._cur.execute(sql, params).fetchone()
 
+    def all(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+        return self._cur.execute(sql, params).fetchall()
+
     def run(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> None:
         self._cur.execute(sql, params)
 
@@ -260,9 +263,7 @@ class Store:
         actor = actor or f"reviewer:{reviewer}"
         reason = (reason or "").strip() or None
         with self.transaction() as conn:
-            refusal, error = self._decision_refusal(
-                conn, proposal_id, verdict, reviewer, sha256, path, reason
-            )
+            refusal, error = self._decision_refusal(conn, proposal_id, verdict, reviewer, sha256, path, reason)
             if refusal is None:
                 decided_at = now_ts()
                 signature = signing.sign(
@@ -348,9 +349,7 @@ class Store:
                 "reload the proposal page and decide on what it shows now",
             )
         if verdict == "approved" and row[2] <= now_ts():
-            return "expired", Conflict(
-                f"proposal {proposal_id} expired at {row[2]}", "ask the agent to propose again"
-            )
+            return "expired", Conflict(f"proposal {proposal_id} expired at {row[2]}", "ask the agent to propose again")
         return None, None
 
     # -- commits -----------------------------------------------------------------------------
@@ -370,9 +369,7 @@ class Store:
                 raise Conflict(f"proposal {proposal_id} is not approved")
             if row[3] is not None:
                 raise Conflict(f"proposal {proposal_id} already has outcome {row[3]!r}")
-            return self._append(
-                conn, ev.COMMIT_INTENT, actor, proposal_id, {"path": row[0], "sha256": row[1]}
-            )
+            return self._append(conn, ev.COMMIT_INTENT, actor, proposal_id, {"path": row[0], "sha256": row[1]})
 
     def record_commit_outcome(
         self,
@@ -448,3 +445,92 @@ class Store:
         with self.reader.connect() as conn:
             row = conn.execute(select(_reviewer).where(_reviewer.c.name == name)).first()
         return Reviewer.model_validate(row._mapping) if row else None
+
+    # -- tool definition pins ----------------------------------------------------------------
+
+    def observe_tools(self, server: str, definitions: dict[str, tuple[str, str]], actor: str = "proxy") -> set[str]:
+        """Record the definitions a downstream server lists; return the tools whose pin matches.
+
+        ``definitions`` maps tool -> (digest, canonical definition JSON). A tool seen for the
+        first time is pinned to what it is now; a tool whose definition differs from its pin is
+        withheld (absent from the result) until ``accept_tool_changes``, and the change is an event.
+        """
+        matching: set[str] = set()
+        with self.transaction() as conn:
+            now = now_ts()
+            for tool, (digest, definition) in sorted(definitions.items()):
+                live = conn.first(
+                    "SELECT digest FROM tool_definition WHERE server = ? AND tool = ? "
+                    "ORDER BY last_seen_at DESC LIMIT 1",
+                    (server, tool),
+                )
+                conn.run(
+                    "INSERT INTO tool_definition (server, tool, digest, definition, first_seen_at, last_seen_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (server, tool, digest) DO UPDATE SET last_seen_at = ?",
+                    (server, tool, digest, definition, now, now, now),
+                )
+                pinned = conn.first(
+                    "SELECT digest FROM tool_acceptance WHERE server = ? AND tool = ? ORDER BY id DESC LIMIT 1",
+                    (server, tool),
+                )
+                if pinned is None:
+                    conn.insert(
+                        "tool_acceptance",
+                        {"server": server, "tool": tool, "digest": digest, "accepted_at": now, "actor": actor},
+                    )
+                    self._append(conn, ev.TOOL_PINNED, actor, None, {"server": server, "tool": tool, "digest": digest})
+                    matching.add(tool)
+                elif pinned[0] == digest:
+                    matching.add(tool)
+                elif live is None or live[0] != digest:  # a change, not the same change seen again
+                    self._append(
+                        conn,
+                        ev.TOOL_DEFINITION_CHANGED,
+                        actor,
+                        None,
+                        {"server": server, "tool": tool, "pinned": pinned[0], "seen": digest},
+                    )
+        return matching
+
+    def pending_tool_changes(self) -> list[dict[str, str]]:
+        """Tools whose newest seen definition is not the one they are pinned to."""
+        with self.transaction() as conn:
+            rows = conn.all(
+                "SELECT d.server, d.tool, d.digest, d.definition, a.digest FROM tool_definition d "
+                "JOIN tool_acceptance a ON a.id = (SELECT max(id) FROM tool_acceptance x "
+                "WHERE x.server = d.server AND x.tool = d.tool) "
+                "WHERE d.last_seen_at = (SELECT max(last_seen_at) FROM tool_definition y "
+                "WHERE y.server = d.server AND y.tool = d.tool) AND d.digest != a.digest "
+                "ORDER BY d.server, d.tool"
+            )
+        return [{"server": r[0], "tool": r[1], "digest": r[2], "definition": r[3], "pinned": r[4]} for r in rows]
+
+    def accept_tool_changes(self, actor: str = "cli") -> list[dict[str, str]]:
+        """Pin every changed tool to its newest definition; each acceptance is an event."""
+        changes = self.pending_tool_changes()
+        with self.transaction() as conn:
+            now = now_ts()
+            for change in changes:
+                conn.insert(
+                    "tool_acceptance",
+                    {
+                        "server": change["server"],
+                        "tool": change["tool"],
+                        "digest": change["digest"],
+                        "accepted_at": now,
+                        "actor": actor,
+                    },
+                )
+                self._append(
+                    conn,
+                    ev.TOOL_CHANGE_ACCEPTED,
+                    actor,
+                    None,
+                    {
+                        "server": change["server"],
+                        "tool": change["tool"],
+                        "from": change["pinned"],
+                        "to": change["digest"],
+                    },
+                )
+        return changes

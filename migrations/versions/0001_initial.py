@@ -70,9 +70,7 @@ def upgrade() -> None:
         sa.Column("final_path", sa.String),
         sa.Column("detail", sa.String, nullable=False, server_default=""),
         sa.Column("at", sa.String, nullable=False),
-        sa.CheckConstraint(
-            "outcome IN ('created', 'conflict', 'refused', 'failed')", name="ck_commit_record_outcome"
-        ),
+        sa.CheckConstraint("outcome IN ('created', 'conflict', 'refused', 'failed')", name="ck_commit_record_outcome"),
     )
 
     op.create_table(
