@@ -1,0 +1,40 @@
+"""``gatekeeper proxy``: what a host launches instead of the raw MCP server."""
+
+from __future__ import annotations
+
+import click
+
+from gatekeeper.cli.context import Ctx, pass_ctx
+
+
+@click.command()
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False),
+    envvar="GATEKEEPER_POLICY",
+    help="Policy file. Default: $GATEKEEPER_POLICY, ./policy.yaml, then policy.yaml in the home.",
+)
+@click.option(
+    "--downstream-mode",
+    type=click.Choice(["auto", "legacy"]),
+    default="auto",
+    show_default=True,
+    help="How to connect to downstream servers: auto (server/discover, then initialize) or legacy.",
+)
+@pass_ctx
+def proxy(ctx: Ctx, policy_file: str | None, downstream_mode: str) -> None:
+    """Serve MCP on stdin/stdout: reads pass through, writes become proposals.
+
+    Starts the downstream servers named in the policy. Diagnostics go to stderr and
+    <home>/logs/; stdout carries only the protocol.
+    """
+    from gatekeeper.policy import load_policy
+    from gatekeeper.proxy.run import serve_stdio
+    from gatekeeper.store.version import check_schema
+
+    pol = load_policy(policy_file, home=ctx.home.path)
+    pol.exposed_tools()  # name clashes are a start-up error, not a surprise later
+    home = ctx.home.require()
+    check_schema(home.db_path)
+    serve_stdio(pol, home, mode=downstream_mode)

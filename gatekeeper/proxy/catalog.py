@@ -1,0 +1,98 @@
+"""What the host may see and call: policy x what each server lists x pinned definitions.
+
+A tool reaches the host only if the policy allows or proposes it, its server lists it, and its
+definition matches the pin. ``propose`` tools are relabelled so the model knows the call only
+proposes, and lose their outputSchema (our result is not the child's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mcp import types
+
+from gatekeeper.canonical import canonical_json, sha256_hex
+from gatekeeper.policy import RESERVED_TOOL, Policy, ToolRule
+
+PROPOSE_NOTE = (
+    "[Gatekeeper] Calling this tool does not write anything: it records a proposal of the exact "
+    "file, and a person must approve it on the review page before the file is created. "
+    "The result gives the proposal id; check it later with gatekeeper_proposal_status."
+)
+
+STATUS_TOOL = types.Tool(
+    name=RESERVED_TOOL,
+    title="Gatekeeper: proposal status",
+    description=(
+        "Report a Gatekeeper proposal's status (pending, approved, rejected with the reviewer's reason, "
+        "committed with the final path, conflict, refused, failed, expired). Read-only."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {"proposal_id": {"type": "string", "description": "The id a proposing call returned."}},
+        "required": ["proposal_id"],
+        "additionalProperties": False,
+    },
+    annotations=types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True),
+)
+
+
+def definition(tool: types.Tool) -> tuple[str, str]:
+    """(digest, canonical JSON) of a tool's whole definition as the server lists it."""
+    text = canonical_json(tool.model_dump(mode="json", by_alias=True, exclude_none=True), allow_floats=True)
+    return sha256_hex(text.encode("utf-8")), text
+
+
+@dataclass(frozen=True)
+class Route:
+    server: str
+    tool: str
+    rule: ToolRule
+
+
+@dataclass
+class Catalog:
+    """The host-facing tools, rebuilt whenever a server (re)starts or says its list changed."""
+
+    policy: Policy
+    listed: dict[str, dict[str, types.Tool]] = field(default_factory=dict)  # server -> tool -> definition
+    pinned_ok: dict[str, set[str]] = field(default_factory=dict)  # server -> tools whose pin matches
+
+    def __post_init__(self) -> None:
+        self.routes = {
+            host: Route(s, t, self.policy.rule(s, t)) for host, (s, t) in self.policy.exposed_tools().items()
+        }
+
+    def exposed_of(self, server: str) -> dict[str, types.Tool]:
+        """The tools of ``server`` that the policy lets through (for pinning)."""
+        return {
+            name: tool
+            for name, tool in self.listed.get(server, {}).items()
+            if self.policy.rule(server, name).action in ("allow", "propose")
+        }
+
+    def route(self, host_name: str) -> Route | None:
+        return self.routes.get(host_name)
+
+    def state(self, route: Route) -> str:
+        """'ok', 'unlisted' (server does not offer it) or 'withheld' (definition changed)."""
+        if route.tool not in self.listed.get(route.server, {}):
+            return "unlisted"
+        if route.tool not in self.pinned_ok.get(route.server, set()):
+            return "withheld"
+        return "ok"
+
+    def host_tools(self) -> list[types.Tool]:
+        tools = []
+        for host, route in self.routes.items():
+            if self.state(route) != "ok":
+                continue
+            tool = self.listed[route.server][route.tool]
+            update: dict[str, object] = {"name": host}
+            if route.rule.action == "propose":
+                update["description"] = PROPOSE_NOTE + ("\n\n" + tool.description if tool.description else "")
+                update["output_schema"] = None
+                update["annotations"] = None  # the child's hints describe a write; ours does not write
+            tools.append(tool.model_copy(update=update))
+        tools.append(STATUS_TOOL)
+        return tools

@@ -1,0 +1,232 @@
+"""One downstream MCP server: started by the policy, supervised, restarted with backoff.
+
+The SDK ``Client`` must be entered and left in one task, so each server gets a supervisor task
+that owns it; calls borrow the live client. A child that dies mid-call surfaces as
+``DownstreamGone``; the next call starts it again (bounded backoff). The proxy never exits
+because a child did. The child's stderr goes to ``<home>/logs/<server>.log``, never to our stdout.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, MCPError, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+
+from gatekeeper.policy import Server
+
+START_TIMEOUT = float(os.environ.get("GATEKEEPER_START_TIMEOUT", "30"))
+BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
+
+_MARK = "--- gatekeeper:"
+Notify = Callable[["Downstream", Any], Awaitable[None]]
+
+
+class DownstreamUnavailable(Exception):
+    """The server is not running and could not be (re)started now; the message says why."""
+
+
+class DownstreamGone(Exception):
+    """The server's connection closed during a call."""
+
+
+def _describe(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {exc.filename or exc}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+class Downstream:
+    def __init__(
+        self,
+        name: str,
+        config: Server,
+        log_dir: Path,
+        *,
+        on_message: Notify,
+        on_log: Notify,
+        on_event: Callable[[str, dict[str, Any]], Awaitable[None]],
+        mode: str = "auto",
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.log_path = log_dir / f"{name}.log"
+        self.mode = mode
+        self._on_message, self._on_log, self._on_event = on_message, on_log, on_event
+        self.client: Client | None = None
+        self.error: str | None = None
+        self.failures = 0
+        self.next_start = 0.0
+        self.generation = 0  # bumps at every successful start: callers re-list tools then
+        self.start_failed = False
+        self._want = anyio.Event()
+        self._pending: anyio.Event | None = None  # the start attempt callers are waiting for
+        self._gone = anyio.Event()
+        self._closing = False
+
+    # -- supervisor ------------------------------------------------------------------------
+
+    def request_start(self) -> None:
+        if self._pending is None:
+            self._pending = anyio.Event()
+            self._want.set()
+
+    def _settle(self) -> None:
+        if self._pending is not None:
+            self._pending.set()
+            self._pending = None
+
+    async def supervise(self) -> None:
+        """Run until closed: start the child when wanted, hold it until it is gone, back off on failure."""
+        self.request_start()
+        while not self._closing:
+            await self._want.wait()
+            self._want = anyio.Event()
+            if self._closing:
+                break
+            delay = self.next_start - time.monotonic()
+            if delay > 0:
+                await anyio.sleep(delay)
+            await self._run_once()
+        self._settle()
+
+    async def _run_once(self) -> None:
+        self._gone = anyio.Event()
+        params = StdioServerParameters(
+            command=self.config.command, args=list(self.config.args), env=dict(self.config.env), cwd=self.config.cwd
+        )
+        started = False
+        self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with open(self.log_path, "a", encoding="utf-8", errors="replace") as errlog:
+            errlog.write(f"{_MARK} starting {self.name}: {self.config.command} {' '.join(self.config.args)}\n")
+            errlog.flush()
+            try:
+                async with (
+                    anyio.create_task_group() as tg,
+                    Client(
+                        stdio_client(params, errlog=errlog),
+                        mode=self.mode,  # type: ignore[arg-type]
+                        cache=None,
+                        log_level="debug",
+                        message_handler=self._message,
+                        logging_callback=self._log,
+                        list_roots_callback=self._roots,
+                    ) as client,
+                ):
+                    self.client, self.error, self.failures, self.start_failed = client, None, 0, False
+                    self.generation += 1
+                    started = True
+                    await self._on_event(
+                        "server_started", {"server": self.name, "protocol_version": client.protocol_version}
+                    )
+                    self._settle()
+                    if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                        tg.start_soon(self._listen, client)
+                    await self._gone.wait()
+                    tg.cancel_scope.cancel()
+            except Exception as exc:
+                self.error = _describe(exc)
+            finally:
+                self.client = None
+        if not started:
+            self.failures += 1
+            self.start_failed = True
+        self.next_start = time.monotonic() + min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** max(0, self.failures - 1))
+        if not self._closing:
+            kind = "server_exited" if started else "server_failed"
+            await self._on_event(kind, {"server": self.name, "error": self.error, "stderr": self.stderr_tail()})
+        self._settle()
+
+    async def _listen(self, client: Client) -> None:
+        """2026-07-28 children send list_changed only while a listen stream is open."""
+        try:
+            async with client.listen(tools_list_changed=True):
+                await anyio.sleep_forever()
+        except Exception:
+            return
+
+    # -- what calls use ----------------------------------------------------------------------
+
+    async def ready(self, timeout: float = START_TIMEOUT) -> Client:
+        """The live client, starting the child if needed; ``DownstreamUnavailable`` says why not."""
+        if self.client is not None:
+            return self.client
+        if self._pending is None:
+            wait = self.next_start - time.monotonic()
+            if self.start_failed and wait > 0:
+                raise DownstreamUnavailable(self._unavailable(f"{self.error} (next attempt in {math.ceil(wait)} s)"))
+            self.request_start()
+        pending = self._pending
+        assert pending is not None
+        with anyio.move_on_after(timeout):
+            await pending.wait()
+        if self.client is None:
+            why = self.error if pending.is_set() else f"it did not finish starting within {timeout:g} s"
+            raise DownstreamUnavailable(self._unavailable(why or "it stopped"))
+        return self.client
+
+    def _unavailable(self, why: str) -> str:
+        tail = self.stderr_tail()
+        text = f"downstream server '{self.name}' is not available: {why}"
+        if tail:
+            text += f"\nlast lines of its stderr ({self.log_path}):\n{tail}"
+        return text
+
+    def mark_gone(self) -> None:
+        self._gone.set()
+
+    async def close(self) -> None:
+        self._closing = True
+        self._gone.set()
+        self._want.set()
+
+    def stderr_tail(self, lines: int = 8) -> str:
+        """The last lines the child wrote to stderr, for error messages and events."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 8192))
+                text = f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join([line for line in text.splitlines() if not line.startswith(_MARK)][-lines:])
+
+    async def call(self, method: Callable[[Client], Awaitable[Any]]) -> Any:
+        """Run one request on the live client; a closed connection becomes ``DownstreamGone``."""
+        client = await self.ready()
+        try:
+            return await method(client)
+        except MCPError as exc:
+            if exc.error.code == -32000 and "closed" in exc.error.message.lower():
+                self.mark_gone()
+                raise DownstreamGone(
+                    f"downstream server '{self.name}' stopped during the call: {exc.error.message}"
+                ) from None
+            raise
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            self.mark_gone()
+            raise DownstreamGone(f"downstream server '{self.name}' closed its connection") from None
+
+    # -- callbacks from the child ------------------------------------------------------------
+
+    async def _message(self, message: Any) -> None:
+        await self._on_message(self, message)
+
+    async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
+        await self._on_log(self, params)
+
+    async def _roots(self, _context: Any) -> types.ListRootsResult:
+        """A child asking for roots gets its workspace: the one folder it is about."""
+        workspace = self.config.workspace
+        return types.ListRootsResult(roots=[types.Root(uri=workspace.as_uri(), name=f"{self.name} workspace")])

@@ -1,0 +1,485 @@
+"""The host-facing MCP server: routes each request by policy to a downstream server, the store,
+or Gatekeeper's own status tool.
+
+One ``Proxy`` serves one host connection over stdio (a host launches one process per use).
+It answers the handshake at once; downstream servers start in the background and
+``tools/list`` waits for them, bounded. Unexpected failures become tool errors or protocol
+errors with a plain message; details go to the log on stderr, never to stdout.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+from mcp import MCPError, types
+from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
+from mcp.types import SERVER_INFO_META_KEY
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+
+from gatekeeper import __version__
+from gatekeeper.canonical import canonical_json, new_id, sha256_hex
+from gatekeeper.errors import InvalidInput
+from gatekeeper.home import Home
+from gatekeeper.policy import RESERVED_TOOL, Policy
+from gatekeeper.proxy import intake
+from gatekeeper.proxy.catalog import Catalog, Route, definition
+from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
+from gatekeeper.store import events as ev
+from gatekeeper.store.queries import Reader
+from gatekeeper.store.store import Store
+
+log = logging.getLogger("gatekeeper.proxy")
+T = TypeVar("T")
+_HOST_META = "io.modelcontextprotocol/"
+
+
+def tool_error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _strip_stamp(result: Any) -> Any:
+    """Drop the child's serverInfo stamp: on 2026 hosts it would win over ours."""
+    meta = getattr(result, "meta", None)
+    if meta and SERVER_INFO_META_KEY in meta:
+        result.meta = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY} or None
+    return result
+
+
+class Proxy:
+    def __init__(self, policy: Policy, home: Home, *, mode: str = "auto") -> None:
+        self.policy = policy
+        self.home = home
+        self.session_id = new_id()
+        self.actor = f"proxy:{self.session_id}"
+        self.store = Store(home.db_path)
+        self.catalog = Catalog(policy)
+        self.bus = InMemorySubscriptionBus()
+        self.host: Any = None  # the host's ServerSession, captured by the middleware
+        self.active: dict[str, ServerRequestContext[Any]] = {}  # server -> latest in-flight call (for logs)
+        self.listed_generation: dict[str, int] = {}
+        self.resource_owner: dict[str, str] = {}
+        self.downstreams = {
+            name: Downstream(
+                name,
+                config,
+                home.log_dir,
+                on_message=self._on_child_message,
+                on_log=self._on_child_log,
+                on_event=self._on_child_event,
+                mode=mode,
+            )
+            for name, config in policy.servers.items()
+        }
+        self._refresh_lock = {name: anyio.Lock() for name in self.downstreams}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.server: Server[Any] = Server(
+                "gatekeeper",
+                version=__version__,
+                instructions=(
+                    "Gatekeeper guards writes: tools marked [Gatekeeper] only propose a file, which a person "
+                    "approves or rejects on the review page. Use gatekeeper_proposal_status to follow one."
+                ),
+                lifespan=self._lifespan,
+                on_list_tools=self.list_tools,
+                on_call_tool=self.call_tool,
+                on_subscriptions_listen=ListenHandler(self.bus),
+                on_list_resources=self.list_resources,
+                on_list_resource_templates=self.list_resource_templates,
+                on_read_resource=self.read_resource,
+                on_list_prompts=self.list_prompts,
+                on_get_prompt=self.get_prompt,
+            )
+        self.server.middleware.append(self._middleware)
+
+    def initialization_options(self) -> Any:
+        return self.server.create_initialization_options(
+            NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True)
+        )
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Store calls block on fsync: run them off the event loop."""
+        return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
+
+    async def event(self, kind: str, payload: dict[str, Any], proposal_id: str | None = None) -> None:
+        try:
+            await self._db(self.store.append_event, kind, self.actor, payload, proposal_id)
+        except Exception:
+            log.exception("could not record %s event", kind)
+
+    @asynccontextmanager
+    async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        async with anyio.create_task_group() as tg:
+            for downstream in self.downstreams.values():
+                tg.start_soon(downstream.supervise)
+            await self.event(
+                ev.PROXY_STARTED,
+                {"servers": sorted(self.downstreams), "policy_digest": self.policy.digest, "version": __version__},
+            )
+            try:
+                yield {}
+            finally:
+                for downstream in self.downstreams.values():
+                    await downstream.close()
+                tg.cancel_scope.cancel()
+        self.store.close()
+
+    async def _middleware(self, ctx: ServerRequestContext[Any], call_next: Callable[..., Awaitable[Any]]) -> Any:
+        """Remember the host session; turn an unexpected exception into a plain error, logged in full."""
+        self.host = ctx.session
+        try:
+            return await call_next(ctx)
+        except MCPError:
+            raise
+        except Exception as exc:
+            log.error("%s failed", ctx.method, exc_info=exc)
+            raise MCPError(
+                types.INTERNAL_ERROR, f"Gatekeeper internal error in {ctx.method}; details are in its log"
+            ) from None
+
+    async def _on_child_event(self, kind: str, payload: dict[str, Any]) -> None:
+        log.info("%s %s", kind, payload.get("server"))
+        await self.event(kind, payload)
+
+    async def _on_child_log(self, downstream: Downstream, params: types.LoggingMessageNotificationParams) -> None:
+        ctx = self.active.get(downstream.name)
+        session = ctx.session if ctx else self.host
+        if session is None:
+            return
+        try:
+            await session.send_log_message(
+                params.level, params.data, params.logger, related_request_id=ctx.request_id if ctx else None
+            )
+        except Exception:  # the host may be gone; a log line is not worth failing for
+            log.debug("could not forward a log message from %s", downstream.name, exc_info=True)
+
+    async def _on_child_message(self, downstream: Downstream, message: Any) -> None:
+        if isinstance(message, Exception):
+            log.warning("%s: transport problem: %s", downstream.name, message)
+            return
+        try:
+            if isinstance(message, types.ToolListChangedNotification):
+                await self._refresh(downstream)
+                await self._notify_host("tools")
+            elif isinstance(message, types.ResourceListChangedNotification):
+                await self._notify_host("resources")
+            elif isinstance(message, types.PromptListChangedNotification):
+                await self._notify_host("prompts")
+        except Exception:
+            log.warning("could not handle %s from %s", type(message).__name__, downstream.name, exc_info=True)
+
+    async def _notify_host(self, what: str) -> None:
+        """2026 hosts hear it on their listen stream; 2025 hosts get the plain notification."""
+        await self.bus.publish(
+            {"tools": ToolsListChanged, "resources": ResourcesListChanged, "prompts": PromptsListChanged}[what]()
+        )
+        host = self.host
+        if host is not None and host.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            send = {
+                "tools": host.send_tool_list_changed,
+                "resources": host.send_resource_list_changed,
+                "prompts": host.send_prompt_list_changed,
+            }[what]
+            await send()
+
+    # -- tools -----------------------------------------------------------------------------------
+
+    async def _refresh(self, downstream: Downstream) -> None:
+        """List a server's tools and check each exposed one against its pinned definition."""
+        async with self._refresh_lock[downstream.name]:
+            generation = downstream.generation
+            tools: dict[str, types.Tool] = {}
+            cursor = None
+            while True:
+                page = await downstream.call(lambda c, cur=cursor: c.list_tools(cursor=cur))
+                tools.update({t.name: t for t in page.tools})
+                if (cursor := page.next_cursor) is None:
+                    break
+            self.catalog.listed[downstream.name] = tools
+            definitions = {name: definition(tool) for name, tool in self.catalog.exposed_of(downstream.name).items()}
+            self.catalog.pinned_ok[downstream.name] = await self._db(
+                self.store.observe_tools, downstream.name, definitions, self.actor
+            )
+            self.listed_generation[downstream.name] = generation
+
+    async def _ensure(self, downstream: Downstream) -> None:
+        await downstream.ready()
+        if self.listed_generation.get(downstream.name) != downstream.generation:
+            await self._refresh(downstream)
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        problems: list[str] = []
+
+        async def one(downstream: Downstream) -> None:
+            try:
+                await self._ensure(downstream)
+            except (DownstreamUnavailable, DownstreamGone) as exc:
+                problems.append(str(exc))
+            except MCPError as exc:
+                problems.append(f"downstream server '{downstream.name}' failed to list its tools: {exc}")
+
+        async with anyio.create_task_group() as tg:
+            for downstream in self.downstreams.values():
+                tg.start_soon(one, downstream)
+        if problems:
+            raise MCPError(types.INTERNAL_ERROR, "\n".join(sorted(problems)))
+        return types.ListToolsResult(tools=self.catalog.host_tools())
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        arguments = (ctx.params or {}).get("arguments")  # the parsed wire object: no coercion
+        try:
+            return await self._call_tool(ctx, params.name, arguments)
+        except MCPError:
+            raise
+        except Exception:
+            log.exception("tools/call %s failed", params.name)
+            return tool_error(f"Gatekeeper hit an internal error handling {params.name!r}; details are in its log.")
+
+    async def _call_tool(self, ctx: ServerRequestContext[Any], name: str, arguments: Any) -> types.CallToolResult:
+        if name == RESERVED_TOOL:
+            return await self._status(arguments)
+        route = self.catalog.route(name)
+        if route is None:
+            await self.event(ev.TOOL_DENIED, {"tool": name, "why": "not allowed or proposed by the policy"})
+            return tool_error(
+                f"Tool {name!r} is not available through Gatekeeper: the policy does not allow it. "
+                "Use one of the listed tools, or ask the person running Gatekeeper to add it to policy.yaml."
+            )
+        downstream = self.downstreams[route.server]
+        try:
+            await self._ensure(downstream)
+        except (DownstreamUnavailable, DownstreamGone) as exc:
+            return tool_error(str(exc))
+        state = self.catalog.state(route)
+        if state == "withheld":
+            await self.event(ev.TOOL_DENIED, {"tool": name, "server": route.server, "why": "definition changed"})
+            return tool_error(
+                f"Tool {name!r} is withheld: its definition changed since it was approved. A person must review "
+                "the change and run `gatekeeper policy check --accept-changes`."
+            )
+        if state == "unlisted":
+            return tool_error(f"Downstream server {route.server!r} does not offer a tool named {route.tool!r}.")
+        if route.rule.action == "propose":
+            return await self._propose(ctx, route, name, arguments)
+        return await self._forward(ctx, downstream, route, arguments)
+
+    async def _forward(
+        self, ctx: ServerRequestContext[Any], downstream: Downstream, route: Route, arguments: Any
+    ) -> types.CallToolResult:
+        meta = {k: v for k, v in (ctx.meta or {}).items() if not k.startswith(_HOST_META) and k != "progress_token"}
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            await ctx.session.report_progress(value, total, message)
+
+        self.active[route.server] = ctx
+        try:
+            result = await downstream.call(
+                lambda c: c.session.call_tool(route.tool, arguments, meta=meta or None, progress_callback=progress)
+            )
+        except DownstreamGone as exc:
+            return tool_error(f"{exc}. It will be restarted on the next call.")
+        except DownstreamUnavailable as exc:
+            return tool_error(str(exc))
+        finally:
+            if self.active.get(route.server) is ctx:
+                del self.active[route.server]
+        return _strip_stamp(result)
+
+    async def _propose(
+        self, ctx: ServerRequestContext[Any], route: Route, host_name: str, arguments: Any
+    ) -> types.CallToolResult:
+        assert route.rule.propose is not None
+        info = ctx.session.client_params.client_info if ctx.session.client_params else None
+        requester = intake.Requester(
+            client_name=info.name if info else None,
+            client_version=info.version if info else None,
+            protocol_version=ctx.protocol_version,
+            session_id=self.session_id,
+        )
+        server = self.policy.servers[route.server]
+        try:
+            draft = intake.draft(
+                route.server, server, route.tool, route.rule.propose, arguments, requester, self.policy.digest
+            )
+        except InvalidInput as exc:
+            await self.event(
+                ev.PROPOSAL_REFUSED,
+                {
+                    "server": route.server,
+                    "tool": route.tool,
+                    "why": str(exc),
+                    "args_sha256": sha256_hex(canonical_json(arguments, allow_floats=True).encode("utf-8")),
+                },
+            )
+            return tool_error(f"Not proposed: {exc}")
+        proposed = await self._db(self.store.propose, draft, self.actor)
+        url = f"{self.policy.review_url}/proposals/{proposed.id}"
+        absolute = f"{server.workspace}/{draft.path}"
+        summary = {
+            "proposal_id": proposed.id,
+            "status": "pending_approval",
+            "destination": draft.path,
+            "absolute_path": absolute,
+            "size": proposed.size,
+            "sha256": proposed.sha256,
+            "expires_at": proposed.expires_at,
+            "review_url": url,
+            "repeat": not proposed.created,
+        }
+        text = (
+            f"Proposed, not written: {draft.path} ({proposed.size} bytes, sha256 {proposed.sha256[:16]}…). "
+            f"Status: pending_approval. A person must approve this exact content at {url} before the file is "
+            f"created. Proposal id: {proposed.id} (check it with {RESERVED_TOOL})."
+        )
+        if not proposed.created:
+            text = "This identical proposal is already pending. " + text
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=summary)
+
+    async def _status(self, arguments: Any) -> types.CallToolResult:
+        pid = arguments.get("proposal_id") if isinstance(arguments, dict) else None
+        if not isinstance(pid, str) or not pid:
+            return tool_error("Pass proposal_id: the id a proposing call returned.")
+
+        def read() -> dict[str, Any] | None:
+            with Reader(self.home.db_path) as reader:
+                return reader.proposal(pid)
+
+        detail = await self._db(read)
+        if detail is None:
+            return tool_error(f"No proposal {pid!r}. Use the proposal_id from the proposing call's result.")
+        decision, commit = detail["decision"] or {}, detail["commit"] or {}
+        status = detail["status"]
+        summary = {
+            "proposal_id": pid,
+            "status": status,
+            "destination": detail["path"],
+            "sha256": detail["sha256"],
+            "size": detail["size"],
+            "created_at": detail["created_at"],
+            "expires_at": detail["expires_at"],
+            "reviewer": decision.get("reviewer"),
+            "reason": decision.get("reason"),
+            "decided_at": decision.get("decided_at"),
+            "outcome": commit.get("outcome"),
+            "final_path": commit.get("final_path"),
+            "detail": commit.get("detail") or None,
+        }
+        words = {
+            "pending": "waiting for a person to review it",
+            "expired": "expired before anyone decided; propose again if it is still wanted",
+            "approved": "approved; the file will be created shortly",
+            "rejected": f"rejected by {decision.get('reviewer')}: {decision.get('reason')}",
+            "committed": f"committed: the file exists at {commit.get('final_path')}",
+            "conflict": f"not written: {commit.get('detail') or 'something already exists at the destination'}",
+            "refused": f"not written: {commit.get('detail')}",
+            "failed": f"not written: {commit.get('detail')}",
+        }
+        text = f"Proposal {pid} for {detail['path']}: {words.get(status, status)}."
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=summary, is_error=False
+        )
+
+    # -- resources and prompts: passed through ---------------------------------------------------
+
+    async def _each(self, fn: Callable[[Downstream], Awaitable[list[T]]]) -> list[T]:
+        """Merge one list over every server, in policy order; a failure names the server."""
+        merged: list[T] = []
+        for downstream in self.downstreams.values():
+            try:
+                await downstream.ready()
+                merged.extend(await fn(downstream))
+            except (DownstreamUnavailable, DownstreamGone) as exc:
+                raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
+        return merged
+
+    async def _pages(self, downstream: Downstream, method: str, attr: str) -> list[Any]:
+        items, cursor = [], None
+        while True:
+            page = await downstream.call(lambda c, cur=cursor: getattr(c, method)(cursor=cur))
+            items.extend(getattr(page, attr))
+            if (cursor := page.next_cursor) is None:
+                return items
+
+    def _prefix(self, server: str) -> str:
+        return "" if len(self.downstreams) == 1 else f"{self.policy.servers[server].prefix or server}__"
+
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        async def one(d: Downstream) -> list[types.Resource]:
+            resources = await self._pages(d, "list_resources", "resources")
+            for r in resources:
+                self.resource_owner[str(r.uri)] = d.name
+            return resources
+
+        return types.ListResourcesResult(resources=await self._each(one))
+
+    async def list_resource_templates(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        async def one(d: Downstream) -> list[types.ResourceTemplate]:
+            return await self._pages(d, "list_resource_templates", "resource_templates")
+
+        return types.ListResourceTemplatesResult(resource_templates=await self._each(one))
+
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        owner = self.resource_owner.get(uri)
+        candidates = [self.downstreams[owner]] if owner else list(self.downstreams.values())
+        last: MCPError | None = None
+        for downstream in candidates:
+            try:
+                return _strip_stamp(await downstream.call(lambda c: c.read_resource(params.uri)))
+            except MCPError as exc:
+                last = exc
+            except (DownstreamUnavailable, DownstreamGone) as exc:
+                last = MCPError(types.INTERNAL_ERROR, str(exc))
+        raise last or MCPError(types.INVALID_PARAMS, f"no downstream server has the resource {uri}")
+
+    async def list_prompts(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        async def one(d: Downstream) -> list[types.Prompt]:
+            prompts = await self._pages(d, "list_prompts", "prompts")
+            prefix = self._prefix(d.name)
+            return [p.model_copy(update={"name": prefix + p.name}) for p in prompts]
+
+        return types.ListPromptsResult(prompts=await self._each(one))
+
+    async def get_prompt(
+        self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        for name, downstream in self.downstreams.items():
+            prefix = self._prefix(name)
+            if params.name.startswith(prefix):
+                try:
+                    return _strip_stamp(
+                        await downstream.call(
+                            lambda c, p=prefix: c.get_prompt(params.name.removeprefix(p), params.arguments)
+                        )
+                    )
+                except (DownstreamUnavailable, DownstreamGone) as exc:
+                    raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
+        raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}")
