@@ -28,3 +28,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
 def store(home: Home) -> Iterator[Store]:
     with Store(home.db_path) as s:
         yield s
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

@@ -56,6 +56,13 @@ def build(root: Path) -> MCPServer:
             f.write(body)
         return str(path.relative_to(root))
 
+    @server.tool(description="Write a note at a relative path (creates folders as needed).")
+    def write_note(path: str, body: str) -> str:
+        target = inside(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(body, encoding="utf-8")
+        return f"wrote {path}"
+
     @server.tool(description="Delete a note.")
     def delete_note(path: str) -> str:
         inside(path).unlink()
@@ -71,9 +78,9 @@ def build(root: Path) -> MCPServer:
             await anyio.sleep(delay_ms / 1000)
         return n
 
-    @server.resource("note://{path}", description="A note's text.", mime_type="text/markdown")
-    def note_resource(path: str) -> str:
-        return read_note(path)
+    @server.resource("note://{name}", description="The text of notes/<name>.", mime_type="text/markdown")
+    def note_resource(name: str) -> str:
+        return read_note(f"notes/{name}")
 
     @server.prompt(description="Ask for a summary of one note.")
     def summarize(path: str) -> str:

@@ -146,7 +146,8 @@ class Downstream:
         if not self._closing:
             kind = "server_exited" if started else "server_failed"
             await self._on_event(kind, {"server": self.name, "error": self.error, "stderr": self.stderr_tail()})
-        self._settle()
+        if not started:
+            self._settle()  # waiters learn the failure; a start requested after a clean run waits on
 
     async def _listen(self, client: Client) -> None:
         """2026-07-28 children send list_changed only while a listen stream is open."""
@@ -184,6 +185,8 @@ class Downstream:
         return text
 
     def mark_gone(self) -> None:
+        """The connection is dead: stop lending it out at once, and let the supervisor clean up."""
+        self.client = None
         self._gone.set()
 
     async def close(self) -> None:

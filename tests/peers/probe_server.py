@@ -1,0 +1,84 @@
+"""A real MCP server (stdio, MCPServer) for proxy tests: tools that misbehave on purpose.
+
+Its tool list depends on $PROBE_VARIANT, so a restart can change a definition (pinning tests).
+Usage: python -m tests.peers.probe_server
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("probe", version="1.0")
+VARIANT = os.environ.get("PROBE_VARIANT", "1")
+
+
+@server.tool(description="Return the arguments exactly as received.")
+def echo(value: object = None) -> dict[str, object]:
+    return {"value": value}
+
+
+@server.tool(description="This process's pid, so a test can kill it.")
+def pid() -> int:
+    return os.getpid()
+
+
+@server.tool(description="Exit at once, mid-call.")
+def die() -> str:
+    os._exit(3)
+
+
+@server.tool(description="Sleep, then create the marker file; a cancelled call never creates it.")
+async def sleep_then_touch(marker: str, seconds: float = 2.0) -> str:
+    await anyio.sleep(seconds)
+    Path(marker).write_text("done")
+    return "touched"
+
+
+@server.tool(description="Report progress and log each step.")
+async def steps(n: int, ctx: Context) -> int:
+    for i in range(1, n + 1):
+        await ctx.report_progress(i, n, f"step {i}")
+        await ctx.info(f"log line {i}")
+        await anyio.sleep(0.01)
+    return n
+
+
+@server.tool(description="Add a tool named `extra` and tell the client the list changed.")
+async def grow(ctx: Context) -> str:
+    @server.tool(name="extra", description="Appeared later.")
+    def extra() -> str:
+        return "extra"
+
+    await ctx.notify_tools_changed()
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+@server.tool(description="Ask the client for its roots and return them.")
+async def roots(ctx: Context) -> list[str]:
+    result = await ctx.session.list_roots()
+    return [str(r.uri) for r in result.roots]
+
+
+@server.tool(description=f"A tool whose definition depends on PROBE_VARIANT (now {VARIANT}).")
+def shifty() -> str:
+    return VARIANT
+
+
+@server.tool(description="Write a file (a real write, to be proposed).")
+def put(path: str, content: str) -> str:
+    Path(path).write_text(content)
+    return "written"
+
+
+if __name__ == "__main__":
+    print("probe: starting", file=sys.stderr)
+    if os.environ.get("PROBE_FAIL_START"):
+        print("probe: refusing to start (PROBE_FAIL_START is set)", file=sys.stderr)
+        raise SystemExit(7)
+    server.run("stdio")

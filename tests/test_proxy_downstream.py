@@ -1,0 +1,159 @@
+"""Downstream servers misbehaving on purpose (tests/peers/probe_server.py, a real MCP server):
+crashes, cancellation, changing tool lists and definitions, roots requests, failed starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import MCPError, types
+
+from gatekeeper.home import Home
+from tests.proxy_support import events, proxied, write_policy
+
+pytestmark = pytest.mark.anyio
+MODES = ["auto", "legacy"]
+
+
+def text(result: types.CallToolResult) -> str:
+    return result.content[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_two_servers_get_prefixes_and_echo_is_exact(tmp_path: Path, home: Home, mode: str) -> None:
+    policy = write_policy(tmp_path, probe=True)
+    async with proxied(policy, home.path, mode) as p:
+        names = {t.name for t in (await p.list_tools()).tools}
+        assert {"notes__read_note", "notes__create_note", "probe__echo", "probe__put"} <= names
+        assert "read_note" not in names and "gatekeeper_proposal_status" in names
+        value = {"n": 12345678901234567890, "f": 1.0, "z": None, "s": "1", "list": [True, {"k": []}]}
+        result = await p.call_tool("probe__echo", {"value": value})
+        assert json.loads(text(result)) == {"value": value}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_child_killed_mid_call_gives_a_tool_error_and_the_next_call_works(
+    tmp_path: Path, home: Home, mode: str
+) -> None:
+    policy = write_policy(tmp_path, probe=True, notes=False)
+    async with proxied(policy, home.path, mode) as p:
+        first_pid = int(text(await p.call_tool("pid", {})))
+        died = await p.call_tool("die", {})
+        assert died.is_error and "probe" in text(died) and "stopped during the call" in text(died)
+        second_pid = int(text(await p.call_tool("pid", {})))  # restarted on demand
+        assert second_pid != first_pid
+        marker = tmp_path / "never"
+        async with anyio.create_task_group() as tg:
+            results: list[types.CallToolResult] = []
+
+            async def slow() -> None:
+                results.append(await p.call_tool("sleep_then_touch", {"marker": str(marker), "seconds": 3}))
+
+            tg.start_soon(slow)
+            await anyio.sleep(0.7)
+            os.kill(second_pid, signal.SIGKILL)
+        assert results[0].is_error and "stopped during the call" in text(results[0])
+        assert int(text(await p.call_tool("pid", {}))) not in (first_pid, second_pid)
+        assert not marker.exists()
+    kinds = [e[0] for e in events(home.path)]
+    assert kinds.count("server_exited") >= 2 and kinds.count("server_started") >= 3
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_cancellation_reaches_the_child(tmp_path: Path, home: Home, mode: str) -> None:
+    policy = write_policy(tmp_path, probe=True, notes=False)
+    marker = tmp_path / "marker"
+    async with proxied(policy, home.path, mode) as p:
+        with anyio.move_on_after(0.8):
+            await p.call_tool("sleep_then_touch", {"marker": str(marker), "seconds": 1.5})
+        await anyio.sleep(1.5)
+        assert not marker.exists()  # the child's handler was cancelled, not left to finish
+        assert not (await p.call_tool("echo", {"value": 1})).is_error  # and the session goes on
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_tools_list_changed_reaches_the_host(tmp_path: Path, home: Home, mode: str) -> None:
+    policy = write_policy(tmp_path, probe=True, notes=False)
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with proxied(policy, home.path, mode, message_handler=on_message) as p:
+        assert "extra" not in {t.name for t in (await p.list_tools()).tools}
+        if p.protocol_version == "2026-07-28":
+            async with p.listen(tools_list_changed=True):
+                await p.call_tool("grow", {})
+                with anyio.fail_after(10):
+                    await changed.wait()
+        else:
+            await p.call_tool("grow", {})
+            with anyio.fail_after(10):
+                await changed.wait()
+        assert "extra" in {t.name for t in (await p.list_tools()).tools}
+        assert text(await p.call_tool("extra", {})) == "extra"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_roots_request_from_the_child_gets_the_workspace(tmp_path: Path, home: Home, mode: str) -> None:
+    """Only handshake-era children may send requests (2026-07-28 forbids them), so legacy downstream."""
+    policy = write_policy(tmp_path, probe=True, notes=False)
+    async with proxied(policy, home.path, mode, proxy_args=("--downstream-mode", "legacy")) as p:
+        result = await p.call_tool("roots", {})
+        assert not result.is_error, text(result)
+        assert result.structured_content == {"result": [(tmp_path / "workspace").as_uri()]}, result
+        assert not (await p.call_tool("echo", {"value": "still fine"})).is_error
+
+
+async def test_changed_definition_is_withheld_until_accepted(tmp_path: Path, home: Home) -> None:
+    from click.testing import CliRunner
+
+    from gatekeeper.cli import cli
+
+    async with proxied(write_policy(tmp_path, probe=True, notes=False), home.path) as p:
+        assert "shifty" in {t.name for t in (await p.list_tools()).tools}
+    changed_policy = write_policy(tmp_path, probe=True, notes=False, probe_env=', PROBE_VARIANT: "2"')
+    async with proxied(changed_policy, home.path) as p:
+        names = {t.name for t in (await p.list_tools()).tools}
+        assert "shifty" not in names and "echo" in names
+        refused = await p.call_tool("shifty", {})
+        assert refused.is_error and "--accept-changes" in text(refused)
+    changes = [json.loads(e[2]) for e in events(home.path, "tool_definition_changed")]
+    assert [c["tool"] for c in changes] == ["shifty"]
+    result = CliRunner().invoke(cli, ["policy", "check", "--policy", str(changed_policy), "--accept-changes"])
+    assert result.exit_code == 0 and "Accepted: probe.shifty" in result.output
+    async with proxied(changed_policy, home.path) as p:
+        assert text(await p.call_tool("shifty", {})) == "2"
+
+
+async def test_a_server_that_fails_to_start_is_named_with_its_stderr(tmp_path: Path, home: Home) -> None:
+    policy = write_policy(tmp_path, probe=True, probe_env=', PROBE_FAIL_START: "1"')
+    async with proxied(policy, home.path) as p:
+        with pytest.raises(MCPError) as err:
+            await p.list_tools()
+        message = err.value.error.message
+        assert "downstream server 'probe' is not available" in message
+        assert "refusing to start (PROBE_FAIL_START is set)" in message
+        assert "notes" not in message.split("\n")[0]
+        # The proxy stays up: asking again gives the same clear answer (now with the retry delay).
+        with pytest.raises(MCPError) as again:
+            await p.list_tools()
+        assert "downstream server 'probe' is not available" in again.value.error.message
+    assert any(json.loads(e[2])["server"] == "probe" for e in events(home.path, "server_failed"))
+
+
+async def test_missing_command_is_reported(tmp_path: Path, home: Home) -> None:
+    policy = tmp_path / "policy.yaml"
+    (tmp_path / "ws").mkdir()
+    policy.write_text(
+        "version: 1\nservers:\n  ghost:\n    command: /nonexistent/mcp-server\n    workspace: ws\n"
+        "    tools: {read: allow}\n"
+    )
+    async with proxied(policy, home.path) as p:
+        with pytest.raises(MCPError, match=r"ghost.*not available.*nonexistent"):
+            await p.list_tools()
