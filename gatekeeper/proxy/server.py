@@ -29,6 +29,7 @@ from mcp.server.subscriptions import (
 )
 from mcp.types import SERVER_INFO_META_KEY
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from gatekeeper import __version__
 from gatekeeper.canonical import canonical_json, new_id, sha256_hex
@@ -147,6 +148,9 @@ class Proxy:
             return await call_next(ctx)
         except MCPError:
             raise
+        except ValidationError as exc:  # the host sent params of the wrong shape
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors())
+            raise MCPError(types.INVALID_PARAMS, f"invalid params for {ctx.method}: {problems}") from None
         except Exception as exc:
             log.error("%s failed", ctx.method, exc_info=exc)
             raise MCPError(
