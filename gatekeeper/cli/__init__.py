@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from gatekeeper import __version__
-from gatekeeper.cli import admin, audit, policy_cmd, proxy_cmd
+from gatekeeper.cli import admin, audit, policy_cmd, proxy_cmd, review_cmd
 from gatekeeper.cli.context import Ctx
 from gatekeeper.errors import GatekeeperError
 
@@ -50,6 +50,8 @@ cli.add_command(admin.db)
 cli.add_command(audit.audit)
 cli.add_command(policy_cmd.policy)
 cli.add_command(proxy_cmd.proxy)
+cli.add_command(review_cmd.review)
+cli.add_command(review_cmd.reviewer)
 
 
 def main() -> None:

@@ -1,0 +1,187 @@
+"""``gatekeeper review`` (serve the review page, print log-in links) and ``gatekeeper reviewer``."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import sys
+
+import click
+
+from gatekeeper.cli.context import Ctx, pass_ctx
+from gatekeeper.cli.output import emit_json, table
+from gatekeeper.errors import InvalidInput
+
+DEFAULT_PORT = 8765
+NAME = re.compile(r"[a-z][a-z0-9_.-]{0,31}")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.group(invoke_without_command=True)
+@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind. Loopback unless --allow-remote.")
+@click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host (needs --tls-cert and --tls-key).")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="TLS certificate (PEM).")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="TLS private key (PEM).")
+@click.pass_context
+def review(
+    click_ctx: click.Context, port: int, host: str, allow_remote: bool, tls_cert: str | None, tls_key: str | None
+) -> None:
+    """Serve the review page, where reviewers approve or reject proposals.
+
+    Binds 127.0.0.1 by default; the page answers only to its own Host and Origin.
+    """
+    if click_ctx.invoked_subcommand is not None:
+        return
+    ctx: Ctx = click_ctx.find_object(Ctx)  # type: ignore[assignment]
+    if not _is_loopback(host):
+        if not allow_remote:
+            raise click.UsageError(
+                f"refusing to bind {host}: the review page is for this machine only. "
+                "Use --allow-remote with --tls-cert and --tls-key if you really mean it."
+            )
+        if not (tls_cert and tls_key):
+            raise click.UsageError(
+                "--allow-remote needs --tls-cert and --tls-key: decisions must not cross a network in clear"
+            )
+        click.echo(f"WARNING: serving the review page on {host}:{port} to the network (TLS).", err=True)
+    import uvicorn
+
+    from gatekeeper.review.app import Config, create_app
+    from gatekeeper.store.version import check_schema
+
+    home = ctx.home.require()
+    check_schema(home.db_path)
+    scheme = "https" if tls_cert else "http"
+    extra = () if _is_loopback(host) else (host,)
+    app = create_app(Config(home, port, scheme=scheme, extra_hosts=extra))
+    click.echo(f"Review page: {scheme}://127.0.0.1:{port}/  (Ctrl-C stops)", err=True)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
+        server_header=False,
+    )
+
+
+@review.command("login-link")
+@click.argument("name")
+@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True)
+@pass_ctx
+def login_link(ctx: Ctx, name: str, port: int) -> None:
+    """Print a one-time log-in link for NAME (valid 10 minutes, works once)."""
+    from gatekeeper.review.auth import Tokens
+    from gatekeeper.store.reviews import Reviews
+    from gatekeeper.store.store import Store
+
+    home = ctx.home.require()
+    with Store(home.db_path) as store:
+        reviews = Reviews(store)
+        try:
+            if reviews.password_hash(name) is None:
+                raise InvalidInput(f"no enabled reviewer {name!r}", "`gatekeeper reviewer list` shows them")
+        finally:
+            reviews.close()
+        store.append_event("login_link_issued", ctx.actor, {"reviewer": name})
+    token = Tokens(home.read_key()).login_link(name)
+    click.echo(f"http://127.0.0.1:{port}/login/link?token={token}")
+
+
+@click.group()
+def reviewer() -> None:
+    """Manage the people who may approve: add, list, disable, passwd."""
+
+
+def _password(password_stdin: bool) -> str:
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    if len(password) < 12:
+        raise InvalidInput("the password is shorter than 12 characters", "choose a longer one (a passphrase is fine)")
+    return password
+
+
+def _name(name: str) -> str:
+    if not NAME.fullmatch(name):
+        raise InvalidInput(
+            f"reviewer name {name!r} is not allowed", "use 1-32 characters: a-z first, then a-z, 0-9, '.', '_' or '-'"
+        )
+    return name
+
+
+@reviewer.command("add")
+@click.argument("name")
+@click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
+@pass_ctx
+def reviewer_add(ctx: Ctx, name: str, password_stdin: bool) -> None:
+    """Add a reviewer (argon2id password hash; the password is never stored or logged)."""
+    from gatekeeper.review.auth import hash_password
+    from gatekeeper.store.store import Store
+
+    _name(name)
+    home = ctx.home.require()
+    hashed = hash_password(_password(password_stdin))
+    with Store(home.db_path) as store:
+        store.add_reviewer(name, hashed, actor=ctx.actor)
+    click.echo(f"Added reviewer {name}.")
+
+
+@reviewer.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@pass_ctx
+def reviewer_list(ctx: Ctx, as_json: bool) -> None:
+    """List reviewers and whether each is enabled."""
+    from gatekeeper.store.queries import Reader
+
+    with Reader(ctx.home.require().db_path) as reader:
+        rows = reader.reviewers()
+    if as_json:
+        for row in rows:
+            emit_json({**row, "enabled": row["disabled_at"] is None})
+        return
+    table(
+        None,
+        ("name", "created", "state"),
+        ((r["name"], r["created_at"], "disabled " + r["disabled_at"] if r["disabled_at"] else "enabled") for r in rows),
+    )
+
+
+@reviewer.command("disable")
+@click.argument("name")
+@pass_ctx
+def reviewer_disable(ctx: Ctx, name: str) -> None:
+    """Disable a reviewer for good: their sessions stop working at once."""
+    from gatekeeper.store.store import Store
+
+    with Store(ctx.home.require().db_path) as store:
+        store.disable_reviewer(name, actor=ctx.actor)
+    click.echo(f"Disabled reviewer {name}.")
+
+
+@reviewer.command("passwd")
+@click.argument("name")
+@click.option("--password-stdin", is_flag=True, help="Read the new password from the first line of stdin.")
+@pass_ctx
+def reviewer_passwd(ctx: Ctx, name: str, password_stdin: bool) -> None:
+    """Set a reviewer's password."""
+    from gatekeeper.review.auth import hash_password
+    from gatekeeper.store.store import Store
+
+    home = ctx.home.require()
+    hashed = hash_password(_password(password_stdin))
+    with Store(home.db_path) as store:
+        store.set_reviewer_password(name, hashed, actor=ctx.actor)
+    click.echo(f"Changed the password of {name}.")

@@ -1,0 +1,105 @@
+"""Request guards for a page that must answer only its own browser tab on loopback.
+
+- ``Host`` must be one of the allowed ``host:port`` values: Starlette's TrustedHostMiddleware
+  ignores the port, and another app on ``localhost:OTHER`` would otherwise pass (RFC 6265 §8.5:
+  cookies are not isolated by port).
+- Every unsafe request carries an exact ``Origin`` (scheme, host and port).
+- ``Sec-Fetch-Site: cross-site`` is refused outright.
+- Every response carries the CSP and framing headers from the shared notes.
+Source: shared/notes/files-and-sqlite.md, "The review page". Never decides from ``request.url``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+SECURITY_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self'; "
+        b"form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+]
+UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
+
+Refuse = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+
+class Guard:
+    """Pure ASGI middleware: cheap, and it runs before any route or body parsing."""
+
+    def __init__(self, app: Any, *, hosts: set[str], origins: set[str], on_refuse: Refuse) -> None:
+        self.app, self.hosts, self.origins, self.on_refuse = app, hosts, origins, on_refuse
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        method = scope.get("method", "GET")
+        problem = self._problem(method, headers)
+        if problem is not None:
+            await self.on_refuse(
+                problem,
+                {
+                    "method": method,
+                    "path": scope.get("path", ""),
+                    "host": headers.get("host"),
+                    "origin": headers.get("origin"),
+                    "sec_fetch_site": headers.get("sec-fetch-site"),
+                },
+            )
+            await _plain_error(scope, send, 403 if "origin" in problem or "cross-site" in problem else 400, problem)
+            return
+
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = [h for h in message["headers"] if h[0].lower() not in dict(SECURITY_HEADERS)]
+                message["headers"] += SECURITY_HEADERS
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    def _problem(self, method: str, headers: dict[str, str]) -> str | None:
+        if headers.get("host", "") not in self.hosts:
+            return f"host {headers.get('host', '')!r} is not this review page"
+        if headers.get("sec-fetch-site") == "cross-site":
+            return "cross-site request refused"
+        if method in UNSAFE and headers.get("origin") not in self.origins:
+            return f"origin {headers.get('origin')!r} is not allowed to change anything here"
+        return None
+
+
+async def _plain_error(scope: dict[str, Any], send: Any, status: int, message: str) -> None:
+    api = scope.get("path", "").startswith("/api/")
+    body = (
+        json.dumps({"error": message}).encode()
+        if api
+        else (f"<!doctype html><title>Refused</title><h1>Refused</h1><p>{_escape(message)}</p>").encode()
+    )
+    content_type = b"application/json" if api else b"text/html; charset=utf-8"
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type),
+                (b"content-length", str(len(body)).encode()),
+                *SECURITY_HEADERS,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")

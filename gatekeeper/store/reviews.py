@@ -1,0 +1,89 @@
+"""Reviewer sessions and single-use nonces: the review page's state, written through the store's
+transactions with their audit events. No HTTP here; the review package turns requests into calls."""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+
+from gatekeeper.canonical import format_ts, now_ts, utc_now
+from gatekeeper.store.store import Store
+
+LOGIN = "login"
+LOGIN_FAILED = "login_failed"
+LOGOUT = "logout"
+REQUEST_REFUSED = "request_refused"
+
+
+@dataclass(frozen=True)
+class Session:
+    id: str
+    reviewer: str
+    expires_at: str
+
+
+class Reviews:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        # Reads run on every request: a read-only connection, not a write transaction.
+        self._ro = sqlite3.connect(
+            f"file:{store.db_path}?mode=ro", uri=True, check_same_thread=False, isolation_level=None, timeout=10
+        )
+        self._lock = threading.Lock()
+
+    def _one(self, sql: str, params: tuple[object, ...]) -> tuple[object, ...] | None:
+        with self._lock:
+            return self._ro.execute(sql, params).fetchone()
+
+    def close(self) -> None:
+        self._ro.close()
+
+    def password_hash(self, name: str) -> str | None:
+        """The stored hash of an enabled reviewer, else None (unknown and disabled look alike)."""
+        row = self._one("SELECT password_hash FROM reviewer WHERE name = ? AND disabled_at IS NULL", (name,))
+        return str(row[0]) if row else None
+
+    def start_session(self, reviewer: str, ttl: timedelta, how: str) -> Session:
+        sid = secrets.token_urlsafe(32)
+        expires = format_ts(utc_now() + ttl)
+        with self.store.transaction() as conn:
+            conn.insert(
+                "review_session", {"id": sid, "reviewer": reviewer, "created_at": now_ts(), "expires_at": expires}
+            )
+            # The session id is a bearer secret: the event names the session by a prefix only.
+            self.store._append(conn, LOGIN, f"reviewer:{reviewer}", None, {"how": how, "session": sid[:8]})
+        return Session(sid, reviewer, expires)
+
+    def session(self, sid: str) -> Session | None:
+        """A live session of an enabled reviewer; a disabled reviewer's sessions stop at once."""
+        row = self._one(
+            "SELECT s.reviewer, s.expires_at FROM review_session s JOIN reviewer r ON r.name = s.reviewer "
+            "WHERE s.id = ? AND s.ended_at IS NULL AND s.expires_at > ? AND r.disabled_at IS NULL",
+            (sid, now_ts()),
+        )
+        return Session(sid, str(row[0]), str(row[1])) if row else None
+
+    def end_session(self, session: Session) -> None:
+        with self.store.transaction() as conn:
+            conn.run("UPDATE review_session SET ended_at = ? WHERE id = ? AND ended_at IS NULL", (now_ts(), session.id))
+            self.store._append(conn, LOGOUT, f"reviewer:{session.reviewer}", None, {"session": session.id[:8]})
+
+    def use_nonce(self, nonce: str, purpose: str) -> bool:
+        """True the first time a nonce is used; False on every replay (UNIQUE does the work)."""
+        try:
+            with self.store.transaction() as conn:
+                conn.insert("used_nonce", {"nonce": nonce, "purpose": purpose, "used_at": now_ts()})
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+    def recent_failures(self, name: str, window: timedelta) -> int:
+        since = format_ts(utc_now() - window)
+        row = self._one(
+            "SELECT count(*) FROM audit_event WHERE kind = ? AND at >= ? AND json_extract(payload, '$.username') = ?",
+            (LOGIN_FAILED, since, name),
+        )
+        return int(row[0]) if row else 0  # type: ignore[call-overload]

@@ -1,0 +1,105 @@
+"""A real review server (uvicorn in a subprocess) and an httpx client that behaves like its page."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from gatekeeper.home import Home
+from gatekeeper.review.auth import hash_password
+
+PASSWORD = "correct horse battery staple"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def review_server(home: Home) -> Iterator[str]:
+    port = free_port()
+    env = {**os.environ, "GATEKEEPER_HOME": str(home.path), "PYTHONPATH": str(REPO)}
+    log = open(home.path / "review.log", "ab")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gatekeeper", "review", "--port", str(port)], env=env, stdout=log, stderr=log
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"{base}/login", timeout=1)
+                break
+            except httpx.TransportError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError((home.path / "review.log").read_text()) from None
+                time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
+
+
+def hashed() -> str:
+    return hash_password(PASSWORD)
+
+
+class Page:
+    """An httpx client with the headers a same-origin browser tab sends."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.client = httpx.Client(
+            base_url=base, headers={"Origin": base, "Sec-Fetch-Site": "same-origin"}, follow_redirects=False
+        )
+
+    def login(self, username: str = "alice", password: str = PASSWORD) -> httpx.Response:
+        form = self.client.get("/login")
+        token = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
+        assert token is not None
+        return self.client.post(
+            "/login", data={"username": username, "password": password, "csrf_token": token.group(1)}
+        )
+
+    def csrf(self, proposal_id: str) -> str:
+        html = self.client.get(f"/proposals/{proposal_id}").text
+        match = re.search(r'name="csrf_token" value="([^"]+)"', html)
+        assert match is not None, html[:500]
+        return match.group(1)
+
+    def approve(self, proposal_id: str, sha256: str, path: str, csrf: str | None = None, **kw: Any) -> httpx.Response:
+        data = {"sha256": sha256, "path": path}
+        if csrf is not None:
+            data["csrf_token"] = csrf
+        return self.client.post(f"/proposals/{proposal_id}/approve", data=data, **kw)
+
+
+def decisions(home: Home) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(home.db_path)
+    try:
+        return conn.execute("SELECT proposal_id, verdict, reviewer FROM decision ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+def event_count(home: Home, kind: str) -> int:
+    conn = sqlite3.connect(home.db_path)
+    try:
+        return int(conn.execute("SELECT count(*) FROM audit_event WHERE kind = ?", (kind,)).fetchone()[0])
+    finally:
+        conn.close()

@@ -1,0 +1,270 @@
+"""The review page over real HTTP: every attack is refused, leaves an event, and decides nothing."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from datetime import timedelta
+
+import httpx
+import pytest
+from itsdangerous import URLSafeTimedSerializer
+
+from gatekeeper.canonical import format_ts, utc_now
+from gatekeeper.home import Home
+from gatekeeper.review.auth import Tokens
+from gatekeeper.store.store import Proposed, Store
+from tests.helpers import draft
+from tests.review_support import PASSWORD, Page, decisions, event_count, hashed, review_server
+
+
+@pytest.fixture
+def site(home: Home) -> Iterator[str]:
+    with Store(home.db_path) as store:
+        store.add_reviewer("alice", hashed())
+        store.add_reviewer("bob", hashed())
+    with review_server(home) as base:
+        yield base
+
+
+def propose(home: Home, path: str = "notes/a.md", content: bytes = b"hello\n", **kw: object) -> Proposed:
+    with Store(home.db_path) as store:
+        return store.propose(draft(path, content, **kw))  # type: ignore[arg-type]
+
+
+def refused_with_event(home: Home, response: httpx.Response, status: int, before: int) -> None:
+    assert response.status_code == status, response.text[:300]
+    assert event_count(home, "request_refused") == before + 1
+    assert decisions(home) == []
+
+
+def test_login_approve_and_reject_happy_path(home: Home, site: str) -> None:
+    a, b = propose(home, "notes/a.md", b"A\n"), propose(home, "notes/b.md", b"B\n")
+    page = Page(site)
+    assert page.client.get("/").status_code == 303  # not logged in: to the log-in page
+    assert page.login().status_code == 303
+    queue = page.client.get("/")
+    assert queue.status_code == 200 and "notes/a.md" in queue.text and "2 pending" in queue.text
+    csrf = page.csrf(a.id)
+    assert page.approve(a.id, a.sha256, "notes/a.md", csrf).status_code == 303
+    rejected = page.client.post(f"/proposals/{b.id}/reject", data={"reason": "not now", "csrf_token": csrf})
+    assert rejected.status_code == 303
+    assert decisions(home) == [(a.id, "approved", "alice"), (b.id, "rejected", "alice")]
+    detail = page.client.get(f"/api/proposals/{b.id}").json()
+    assert detail["status"] == "rejected" and detail["decision"]["reason"] == "not now"
+    assert [p["id"] for p in page.client.get("/api/proposals?status=approved").json()["proposals"]] == [a.id]
+    assert page.client.get("/api/count").json() == {"pending": 0}
+
+
+def test_security_headers_on_every_page(home: Home, site: str) -> None:
+    p = propose(home)
+    page = Page(site)
+    page.login()
+    for url in (
+        "/login",
+        "/",
+        f"/proposals/{p.id}",
+        f"/proposals/{p.id}/raw",
+        "/api/proposals",
+        "/nope",
+        "/static/review.css",
+    ):
+        response = page.client.get(url)
+        assert "frame-ancestors 'none'" in response.headers["content-security-policy"], url
+        assert response.headers["x-frame-options"] == "DENY"
+        assert response.headers["referrer-policy"] == "no-referrer"
+        assert response.headers["cache-control"] == "no-store"
+    refused = httpx.get(f"{site}/login", headers={"Host": "evil.example"})
+    assert refused.status_code == 400 and refused.headers["x-frame-options"] == "DENY"
+
+
+def test_no_session(home: Home, site: str) -> None:
+    p = propose(home)
+    before = event_count(home, "request_refused")
+    response = Page(site).approve(p.id, p.sha256, "notes/a.md", "x" * 64)
+    refused_with_event(home, response, 401, before)
+    assert Page(site).client.get("/api/proposals").status_code == 401  # JSON API too
+    assert Page(site).client.get("/api/proposals").json() == {"error": "log in first"}
+
+
+def test_forged_cookie(home: Home, site: str) -> None:
+    p = propose(home)
+    page = Page(site)
+    forged = URLSafeTimedSerializer(b"k" * 32, salt="gatekeeper.review.session").dumps({"sid": "x"})
+    page.client.cookies.set("gk_session", forged)
+    before = event_count(home, "request_refused")
+    refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", "0" * 64), 401, before)
+
+
+def test_expired_session(home: Home, site: str) -> None:
+    p = propose(home)
+    page = Page(site)
+    page.login()
+    csrf = page.csrf(p.id)
+    conn = sqlite3.connect(home.db_path)
+    conn.execute("UPDATE review_session SET expires_at = ?", (format_ts(utc_now() - timedelta(seconds=1)),))
+    conn.commit()
+    before = event_count(home, "request_refused")
+    refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", csrf), 401, before)
+
+
+def test_logged_out_session_is_dead_server_side(home: Home, site: str) -> None:
+    p = propose(home)
+    page = Page(site)
+    page.login()
+    csrf = page.csrf(p.id)
+    cookie = page.client.cookies.get("gk_session")
+    assert page.client.post("/logout", data={"csrf_token": csrf}).status_code == 303
+    page.client.cookies.set("gk_session", cookie)  # an attacker who kept the cookie
+    before = event_count(home, "request_refused")
+    refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", csrf), 401, before)
+
+
+def test_disabled_reviewer_stops_at_once(home: Home, site: str) -> None:
+    p = propose(home)
+    page = Page(site)
+    page.login("bob")
+    csrf = page.csrf(p.id)
+    with Store(home.db_path) as store:
+        store.disable_reviewer("bob")
+    before = event_count(home, "request_refused")
+    refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", csrf), 401, before)
+    assert page.client.get("/").status_code == 303
+
+
+@pytest.mark.parametrize("csrf", [None, "", "0" * 64])
+def test_missing_or_wrong_csrf(home: Home, site: str, csrf: str | None) -> None:
+    p = propose(home)
+    page = Page(site)
+    page.login()
+    before = event_count(home, "request_refused")
+    refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", csrf), 403, before)
+
+
+def test_csrf_of_another_session_is_refused(home: Home, site: str) -> None:
+    p = propose(home)
+    mallory, alice = Page(site), Page(site)
+    mallory.login("bob")
+    alice.login("alice")
+    before = event_count(home, "request_refused")
+    refused_with_event(home, alice.approve(p.id, p.sha256, "notes/a.md", mallory.csrf(p.id)), 403, before)
+
+
+@pytest.mark.parametrize(
+    "headers, status",
+    [
+        ({"Origin": "http://evil.example"}, 403),
+        ({"Origin": "http://127.0.0.1:1"}, 403),
+        ({"Origin": "null"}, 403),
+        ({"Sec-Fetch-Site": "cross-site"}, 403),
+        ({"Host": "evil.example"}, 400),
+        ({"Host": "127.0.0.1:1"}, 400),
+        ({"Host": "localhost"}, 400),
+    ],
+)
+def test_foreign_origin_fetch_site_and_host(home: Home, site: str, headers: dict[str, str], status: int) -> None:
+    p = propose(home)
+    page = Page(site)
+    page.login()
+    csrf = page.csrf(p.id)
+    before = event_count(home, "request_refused")
+    refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", csrf, headers=headers), status, before)
+
+
+def test_missing_origin_is_refused(home: Home, site: str) -> None:
+    p = propose(home)
+    page = Page(site)
+    page.login()
+    csrf = page.csrf(p.id)
+    del page.client.headers["Origin"]
+    before = event_count(home, "request_refused")
+    refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", csrf), 403, before)
+
+
+@pytest.mark.parametrize("field", ["sha256", "path"])
+def test_digest_or_path_that_differs_is_409(home: Home, site: str, field: str) -> None:
+    p = propose(home)
+    page = Page(site)
+    page.login()
+    csrf = page.csrf(p.id)
+    before = event_count(home, "decision_refused")
+    sha, path = ("f" * 64, "notes/a.md") if field == "sha256" else (p.sha256, "notes/other.md")
+    response = page.approve(p.id, sha, path, csrf)
+    assert response.status_code == 409 and "reload the proposal page" in response.text
+    assert event_count(home, "decision_refused") == before + 1 and decisions(home) == []
+
+
+def test_approval_replayed_onto_another_proposal(home: Home, site: str) -> None:
+    a, b = propose(home, "notes/a.md", b"A"), propose(home, "notes/b.md", b"B")
+    page = Page(site)
+    page.login()
+    csrf = page.csrf(a.id)
+    assert page.approve(a.id, a.sha256, "notes/a.md", csrf).status_code == 303
+    replay = page.approve(b.id, a.sha256, "notes/a.md", csrf)
+    assert replay.status_code == 409
+    assert decisions(home) == [(a.id, "approved", "alice")]
+
+
+def test_second_decision_is_409(home: Home, site: str) -> None:
+    p = propose(home)
+    page = Page(site)
+    page.login()
+    csrf = page.csrf(p.id)
+    assert page.approve(p.id, p.sha256, "notes/a.md", csrf).status_code == 303
+    again = page.client.post(f"/proposals/{p.id}/reject", data={"reason": "changed my mind", "csrf_token": csrf})
+    assert again.status_code == 409 and decisions(home) == [(p.id, "approved", "alice")]
+
+
+def test_expired_proposal_cannot_be_approved(home: Home, site: str) -> None:
+    p = propose(home, expires_in=-1)
+    page = Page(site)
+    page.login()
+    csrf = page.csrf(p.id)
+    response = page.approve(p.id, p.sha256, "notes/a.md", csrf)
+    assert response.status_code == 409 and "expired" in response.text and decisions(home) == []
+
+
+def test_rejection_needs_a_reason(home: Home, site: str) -> None:
+    p = propose(home)
+    page = Page(site)
+    page.login()
+    response = page.client.post(f"/proposals/{p.id}/reject", data={"reason": " ", "csrf_token": page.csrf(p.id)})
+    assert response.status_code == 400 and decisions(home) == []
+
+
+def test_login_link_works_once(home: Home, site: str) -> None:
+    token = Tokens(home.read_key()).login_link("alice")
+    page = Page(site)
+    first = page.client.get(f"/login/link?token={token}")
+    assert first.status_code == 303 and page.client.get("/").status_code == 200
+    before = event_count(home, "request_refused")
+    second = Page(site).client.get(f"/login/link?token={token}")
+    assert second.status_code == 400 and "already used" in second.text
+    assert event_count(home, "request_refused") == before + 1
+    tampered = Page(site).client.get(f"/login/link?token={token[:-2]}xx")
+    assert tampered.status_code == 400
+
+
+def test_failed_logins_are_events_and_slowed(home: Home, site: str) -> None:
+    page = Page(site)
+    for _ in range(5):
+        assert page.login("alice", "wrong password!!").status_code == 401
+    assert event_count(home, "login_failed") == 5
+    locked = page.login("alice", PASSWORD)  # right password, but too many failures just now
+    assert locked.status_code == 429 and event_count(home, "login_failed") == 6
+    assert Page(site).login("bob").status_code == 303  # other names are not affected
+    log = (home.path / "review.log").read_text()
+    assert PASSWORD not in log and "wrong password" not in log
+
+
+def test_login_form_needs_its_csrf_token(home: Home, site: str) -> None:
+    before = event_count(home, "request_refused")
+    response = Page(site).client.post("/login", data={"username": "alice", "password": PASSWORD})
+    assert response.status_code == 403 and event_count(home, "request_refused") == before + 1
+    assert "gk_session" not in response.cookies
+
+
+def test_session_cookie_flags(home: Home, site: str) -> None:
+    response = Page(site).login()
+    cookie = response.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Max-Age=28800" in cookie
