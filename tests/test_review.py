@@ -72,7 +72,7 @@ def test_security_headers_on_every_page(home: Home, site: str) -> None:
         response = page.client.get(url)
         assert "frame-ancestors 'none'" in response.headers["content-security-policy"], url
         assert response.headers["x-frame-options"] == "DENY"
-        assert response.headers["referrer-policy"] == "no-referrer"
+        assert response.headers["referrer-policy"] == "same-origin"
         assert response.headers["cache-control"] == "no-store"
     refused = httpx.get(f"{site}/login", headers={"Host": "evil.example"})
     assert refused.status_code == 400 and refused.headers["x-frame-options"] == "DENY"
@@ -268,3 +268,15 @@ def test_session_cookie_flags(home: Home, site: str) -> None:
     response = Page(site).login()
     cookie = response.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Max-Age=28800" in cookie
+
+
+def test_content_is_never_rendered_as_html(home: Home, site: str) -> None:
+    p = propose(home, "notes/x.md", b"<script>alert(1)</script>\n**bold** <b>b</b> &amp;\n")
+    page = Page(site)
+    page.login()
+    html = page.client.get(f"/proposals/{p.id}").text
+    assert "<script>alert(1)</script>" not in html and "<b>b</b>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&amp;amp;" in html
+    raw = page.client.get(f"/proposals/{p.id}/raw")
+    assert raw.content == b"<script>alert(1)</script>\n**bold** <b>b</b> &amp;\n"
+    assert raw.headers["content-disposition"].startswith("attachment")

@@ -251,7 +251,9 @@ def create_app(config: Config) -> FastAPI:
             absolute=absolute,
             exists_now=os.path.lexists(absolute),
             content=render.render(detail["content"]),
-            arguments=json.dumps(json.loads(detail["arguments"]), indent=2, ensure_ascii=False),
+            arguments=render.render(
+                json.dumps(json.loads(detail["arguments"]), indent=2, ensure_ascii=False).encode("utf-8")
+            ),
             events=[{**e, "payload": json.loads(e["payload"])} for e in detail["events"]],
         )
 

@@ -22,7 +22,10 @@ SECURITY_HEADERS = [
         b"form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     ),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    # Not "no-referrer": with it Chromium sends `Origin: null` on this page's own form posts, which
+    # the exact-Origin check must refuse. "same-origin" keeps the Origin and still sends no
+    # Referer to any other site.
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
     (b"x-content-type-options", b"nosniff"),
     (b"cross-origin-opener-policy", b"same-origin"),

@@ -1,0 +1,94 @@
+"""The review page in a real browser: Playwright driving Debian's headless Chromium."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gatekeeper.home import Home
+from gatekeeper.store.store import Store
+from tests.helpers import draft
+from tests.review_support import PASSWORD, decisions, hashed, review_server
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing: `make test` installs Debian's chromium package"
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def shots(request: pytest.FixtureRequest) -> Path:
+    folder = Path(__file__).resolve().parent.parent / "test-output" / request.node.name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def test_review_in_a_real_browser(home: Home, browser: object, shots: Path) -> None:
+    tricky = "total = 100\n# admin\u202e \u2066// check later\u2069 \u2067\nok\u200bay = True\n".encode()
+    with Store(home.db_path) as store:
+        store.add_reviewer("alice", hashed())
+        a = store.propose(draft("notes/tricky.md", tricky))
+        b = store.propose(draft("notes/other.md", b"other\n"))
+    with review_server(home) as base:
+        page = browser.new_page()  # type: ignore[attr-defined]
+        page.goto(f"{base}/")
+        assert page.url.endswith("/login")
+        page.fill("input[name=username]", "alice")
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{base}/")
+        assert page.inner_text("#pending-count") == "2 pending"
+        page.screenshot(path=str(shots / "queue.png"), full_page=True)
+
+        page.click("text=notes/tricky.md")
+        page.wait_for_url(f"{base}/proposals/{a.id}")
+        summary = page.inner_text("#hidden-summary")
+        assert "U+202E RIGHT-TO-LEFT OVERRIDE × 1" in summary and "U+200B ZERO WIDTH SPACE × 1" in summary
+        assert "bidirectional" in summary
+        marks = page.locator("#content mark.hidden")
+        assert marks.count() == 5
+        assert page.locator("#content mark.bidi").count() == 4
+        assert page.inner_text("#sha256") == a.sha256
+        page.screenshot(path=str(shots / "proposal.png"), full_page=True)
+
+        page.click("#approve")
+        page.wait_for_url(f"{base}/proposals/{a.id}")
+        assert page.inner_text("#status") == "approved"
+        assert "approved" in page.inner_text("#decision")
+
+        page.goto(f"{base}/proposals/{b.id}")
+        page.fill("#reason", "please put it under notes/drafts/")
+        page.click("#reject")
+        page.wait_for_url(f"{base}/proposals/{b.id}")
+        assert page.inner_text("#status") == "rejected"
+        assert "please put it under notes/drafts/" in page.inner_text("#decision")
+        page.goto(f"{base}/")
+        assert page.inner_text("#pending-count") == "0 pending"
+        assert "audit verify: OK" in page.inner_text("#integrity")
+        page.close()
+    assert decisions(home) == [(a.id, "approved", "alice"), (b.id, "rejected", "alice")]
+    assert (shots / "queue.png").stat().st_size > 1000 and (shots / "proposal.png").stat().st_size > 1000
