@@ -27,7 +27,6 @@ from mcp.server.subscriptions import (
     ResourcesListChanged,
     ToolsListChanged,
 )
-from mcp.types import SERVER_INFO_META_KEY
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -39,25 +38,14 @@ from gatekeeper.policy import RESERVED_TOOL, Policy
 from gatekeeper.proxy import intake
 from gatekeeper.proxy.catalog import Catalog, Route, definition
 from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
+from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
+from gatekeeper.proxy.status import proposal_status, tool_error
 from gatekeeper.store import events as ev
-from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 
 log = logging.getLogger("gatekeeper.proxy")
 T = TypeVar("T")
 _HOST_META = "io.modelcontextprotocol/"
-
-
-def tool_error(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
-
-
-def _strip_stamp(result: Any) -> Any:
-    """Drop the child's serverInfo stamp: on 2026 hosts it would win over ours."""
-    meta = getattr(result, "meta", None)
-    if meta and SERVER_INFO_META_KEY in meta:
-        result.meta = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY} or None
-    return result
 
 
 class Proxy:
@@ -72,7 +60,6 @@ class Proxy:
         self.host: Any = None  # the host's ServerSession, captured by the middleware
         self.active: dict[str, ServerRequestContext[Any]] = {}  # server -> latest in-flight call (for logs)
         self.listed_generation: dict[str, int] = {}
-        self.resource_owner: dict[str, str] = {}
         self.downstreams = {
             name: Downstream(
                 name,
@@ -86,6 +73,7 @@ class Proxy:
             for name, config in policy.servers.items()
         }
         self._refresh_lock = {name: anyio.Lock() for name in self.downstreams}
+        self.passthrough = Passthrough(policy, self.downstreams)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.server: Server[Any] = Server(
@@ -99,11 +87,11 @@ class Proxy:
                 on_list_tools=self.list_tools,
                 on_call_tool=self.call_tool,
                 on_subscriptions_listen=ListenHandler(self.bus),
-                on_list_resources=self.list_resources,
-                on_list_resource_templates=self.list_resource_templates,
-                on_read_resource=self.read_resource,
-                on_list_prompts=self.list_prompts,
-                on_get_prompt=self.get_prompt,
+                on_list_resources=self.passthrough.list_resources,
+                on_list_resource_templates=self.passthrough.list_resource_templates,
+                on_read_resource=self.passthrough.read_resource,
+                on_list_prompts=self.passthrough.list_prompts,
+                on_get_prompt=self.passthrough.get_prompt,
             )
         self.server.middleware.append(self._middleware)
 
@@ -261,7 +249,7 @@ class Proxy:
 
     async def _call_tool(self, ctx: ServerRequestContext[Any], name: str, arguments: Any) -> types.CallToolResult:
         if name == RESERVED_TOOL:
-            return await self._status(arguments)
+            return await proposal_status(self.home.db_path, arguments)
         route = self.catalog.route(name)
         if route is None:
             await self.event(ev.TOOL_DENIED, {"tool": name, "why": "not allowed or proposed by the policy"})
@@ -307,7 +295,7 @@ class Proxy:
         finally:
             if self.active.get(route.server) is ctx:
                 del self.active[route.server]
-        return _strip_stamp(result)
+        return strip_stamp(result)
 
     async def _propose(
         self, ctx: ServerRequestContext[Any], route: Route, host_name: str, arguments: Any
@@ -358,132 +346,3 @@ class Proxy:
         if not proposed.created:
             text = "This identical proposal is already pending. " + text
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=summary)
-
-    async def _status(self, arguments: Any) -> types.CallToolResult:
-        pid = arguments.get("proposal_id") if isinstance(arguments, dict) else None
-        if not isinstance(pid, str) or not pid:
-            return tool_error("Pass proposal_id: the id a proposing call returned.")
-
-        def read() -> dict[str, Any] | None:
-            with Reader(self.home.db_path) as reader:
-                return reader.proposal(pid)
-
-        detail = await self._db(read)
-        if detail is None:
-            return tool_error(f"No proposal {pid!r}. Use the proposal_id from the proposing call's result.")
-        decision, commit = detail["decision"] or {}, detail["commit"] or {}
-        status = detail["status"]
-        summary = {
-            "proposal_id": pid,
-            "status": status,
-            "destination": detail["path"],
-            "sha256": detail["sha256"],
-            "size": detail["size"],
-            "created_at": detail["created_at"],
-            "expires_at": detail["expires_at"],
-            "reviewer": decision.get("reviewer"),
-            "reason": decision.get("reason"),
-            "decided_at": decision.get("decided_at"),
-            "outcome": commit.get("outcome"),
-            "final_path": commit.get("final_path"),
-            "detail": commit.get("detail") or None,
-        }
-        words = {
-            "pending": "waiting for a person to review it",
-            "expired": "expired before anyone decided; propose again if it is still wanted",
-            "approved": "approved; the file will be created shortly",
-            "rejected": f"rejected by {decision.get('reviewer')}: {decision.get('reason')}",
-            "committed": f"committed: the file exists at {commit.get('final_path')}",
-            "conflict": f"not written: {commit.get('detail') or 'something already exists at the destination'}",
-            "refused": f"not written: {commit.get('detail')}",
-            "failed": f"not written: {commit.get('detail')}",
-        }
-        text = f"Proposal {pid} for {detail['path']}: {words.get(status, status)}."
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)], structured_content=summary, is_error=False
-        )
-
-    # -- resources and prompts: passed through ---------------------------------------------------
-
-    async def _each(self, fn: Callable[[Downstream], Awaitable[list[T]]]) -> list[T]:
-        """Merge one list over every server, in policy order; a failure names the server."""
-        merged: list[T] = []
-        for downstream in self.downstreams.values():
-            try:
-                await downstream.ready()
-                merged.extend(await fn(downstream))
-            except (DownstreamUnavailable, DownstreamGone) as exc:
-                raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
-        return merged
-
-    async def _pages(self, downstream: Downstream, method: str, attr: str) -> list[Any]:
-        items, cursor = [], None
-        while True:
-            page = await downstream.call(lambda c, cur=cursor: getattr(c, method)(cursor=cur))
-            items.extend(getattr(page, attr))
-            if (cursor := page.next_cursor) is None:
-                return items
-
-    def _prefix(self, server: str) -> str:
-        return "" if len(self.downstreams) == 1 else f"{self.policy.servers[server].prefix or server}__"
-
-    async def list_resources(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListResourcesResult:
-        async def one(d: Downstream) -> list[types.Resource]:
-            resources = await self._pages(d, "list_resources", "resources")
-            for r in resources:
-                self.resource_owner[str(r.uri)] = d.name
-            return resources
-
-        return types.ListResourcesResult(resources=await self._each(one))
-
-    async def list_resource_templates(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListResourceTemplatesResult:
-        async def one(d: Downstream) -> list[types.ResourceTemplate]:
-            return await self._pages(d, "list_resource_templates", "resource_templates")
-
-        return types.ListResourceTemplatesResult(resource_templates=await self._each(one))
-
-    async def read_resource(
-        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
-        uri = str(params.uri)
-        owner = self.resource_owner.get(uri)
-        candidates = [self.downstreams[owner]] if owner else list(self.downstreams.values())
-        last: MCPError | None = None
-        for downstream in candidates:
-            try:
-                return _strip_stamp(await downstream.call(lambda c: c.read_resource(params.uri)))
-            except MCPError as exc:
-                last = exc
-            except (DownstreamUnavailable, DownstreamGone) as exc:
-                last = MCPError(types.INTERNAL_ERROR, str(exc))
-        raise last or MCPError(types.INVALID_PARAMS, f"no downstream server has the resource {uri}")
-
-    async def list_prompts(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListPromptsResult:
-        async def one(d: Downstream) -> list[types.Prompt]:
-            prompts = await self._pages(d, "list_prompts", "prompts")
-            prefix = self._prefix(d.name)
-            return [p.model_copy(update={"name": prefix + p.name}) for p in prompts]
-
-        return types.ListPromptsResult(prompts=await self._each(one))
-
-    async def get_prompt(
-        self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
-        for name, downstream in self.downstreams.items():
-            prefix = self._prefix(name)
-            if params.name.startswith(prefix):
-                try:
-                    return _strip_stamp(
-                        await downstream.call(
-                            lambda c, p=prefix: c.get_prompt(params.name.removeprefix(p), params.arguments)
-                        )
-                    )
-                except (DownstreamUnavailable, DownstreamGone) as exc:
-                    raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
-        raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}")

@@ -1,0 +1,118 @@
+"""Resources, resource templates and prompts: passed through untouched (they are reads).
+
+With several servers, lists are merged in policy order, prompt names get the server's prefix
+like tool names do, and a resource is read from the server that listed it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from mcp import MCPError, types
+from mcp.server import ServerRequestContext
+
+from gatekeeper.policy import Policy
+from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
+
+T = TypeVar("T")
+
+
+def strip_stamp(result: Any) -> Any:
+    """Drop the child's serverInfo stamp: on 2026 hosts it would win over ours."""
+    from mcp.types import SERVER_INFO_META_KEY
+
+    meta = getattr(result, "meta", None)
+    if meta and SERVER_INFO_META_KEY in meta:
+        result.meta = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY} or None
+    return result
+
+
+class Passthrough:
+    def __init__(self, policy: Policy, downstreams: dict[str, Downstream]) -> None:
+        self.policy = policy
+        self.downstreams = downstreams
+        self.resource_owner: dict[str, str] = {}
+
+    async def _each(self, fn: Callable[[Downstream], Awaitable[list[T]]]) -> list[T]:
+        """Merge one list over every server, in policy order; a failure names the server."""
+        merged: list[T] = []
+        for downstream in self.downstreams.values():
+            try:
+                await downstream.ready()
+                merged.extend(await fn(downstream))
+            except (DownstreamUnavailable, DownstreamGone) as exc:
+                raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
+        return merged
+
+    async def _pages(self, downstream: Downstream, method: str, attr: str) -> list[Any]:
+        items, cursor = [], None
+        while True:
+            page = await downstream.call(lambda c, cur=cursor: getattr(c, method)(cursor=cur))
+            items.extend(getattr(page, attr))
+            if (cursor := page.next_cursor) is None:
+                return items
+
+    def _prefix(self, server: str) -> str:
+        return "" if len(self.downstreams) == 1 else f"{self.policy.servers[server].prefix or server}__"
+
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        async def one(d: Downstream) -> list[types.Resource]:
+            resources = await self._pages(d, "list_resources", "resources")
+            for r in resources:
+                self.resource_owner[str(r.uri)] = d.name
+            return resources
+
+        return types.ListResourcesResult(resources=await self._each(one))
+
+    async def list_resource_templates(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        async def one(d: Downstream) -> list[types.ResourceTemplate]:
+            return await self._pages(d, "list_resource_templates", "resource_templates")
+
+        return types.ListResourceTemplatesResult(resource_templates=await self._each(one))
+
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        owner = self.resource_owner.get(uri)
+        candidates = [self.downstreams[owner]] if owner else list(self.downstreams.values())
+        last: MCPError | None = None
+        for downstream in candidates:
+            try:
+                return strip_stamp(await downstream.call(lambda c: c.read_resource(params.uri)))
+            except MCPError as exc:
+                last = exc
+            except (DownstreamUnavailable, DownstreamGone) as exc:
+                last = MCPError(types.INTERNAL_ERROR, str(exc))
+        raise last or MCPError(types.INVALID_PARAMS, f"no downstream server has the resource {uri}")
+
+    async def list_prompts(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        async def one(d: Downstream) -> list[types.Prompt]:
+            prompts = await self._pages(d, "list_prompts", "prompts")
+            prefix = self._prefix(d.name)
+            return [p.model_copy(update={"name": prefix + p.name}) for p in prompts]
+
+        return types.ListPromptsResult(prompts=await self._each(one))
+
+    async def get_prompt(
+        self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        for name, downstream in self.downstreams.items():
+            prefix = self._prefix(name)
+            if params.name.startswith(prefix):
+                try:
+                    return strip_stamp(
+                        await downstream.call(
+                            lambda c, p=prefix: c.get_prompt(params.name.removeprefix(p), params.arguments)
+                        )
+                    )
+                except (DownstreamUnavailable, DownstreamGone) as exc:
+                    raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
+        raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}")
