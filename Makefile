@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint demo bench clean browser
+.PHONY: install test lint demo bench clean browser peers
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,7 +25,11 @@ browser:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
 		|| echo "WARNING: could not install chromium; browser tests will be skipped (say why in their output)"; }
 
-test: lint browser
+# Real MCP software for the interop tests (npm filesystem server, mcp-server-git), cached in .cache/.
+peers: $(STAMP)
+	$(PY) scripts/install_peers.py
+
+test: lint browser peers
 	$(PY) -m pytest
 
 demo: $(STAMP)

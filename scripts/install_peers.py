@@ -1,0 +1,85 @@
+"""Install the real MCP software the interop tests run against, pinned, into .cache/ (git-ignored).
+
+- the reference filesystem server (npm): @modelcontextprotocol/server-filesystem@2026.8.31
+- mcp-server-git (PyPI) in its own venv: mcp-server-git==2026.10.19
+
+Idempotent and safe to run from several processes (a file lock). `make test` runs it once;
+tests call ``ensure_*`` and skip with the reason when a registry cannot be reached.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("GATEKEEPER_PEERS_CACHE", REPO / ".cache"))
+FS_PACKAGE = "@modelcontextprotocol/server-filesystem@2026.8.31"
+GIT_PACKAGE = "mcp-server-git==2026.10.19"
+
+
+class PeerUnavailable(Exception):
+    """The peer could not be installed here; the message says why (shown as the skip reason)."""
+
+
+@contextmanager
+def _locked(name: str) -> Iterator[None]:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> None:
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-5:])
+        raise PeerUnavailable(f"`{' '.join(cmd)}` failed: {tail}")
+
+
+def ensure_filesystem_server() -> Path:
+    folder = CACHE / "npm-fs"
+    binary = folder / "node_modules" / ".bin" / "mcp-server-filesystem"
+    with _locked("npm-fs"):
+        if binary.exists():
+            return binary
+        if shutil.which("npm") is None:
+            raise PeerUnavailable("npm is not installed (Node 20 + npm are needed for the filesystem server)")
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / "package.json").exists():
+            (folder / "package.json").write_text('{"name": "gatekeeper-peers", "private": true}\n')
+        _run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", FS_PACKAGE], cwd=folder)
+        if not binary.exists():
+            raise PeerUnavailable(f"npm installed {FS_PACKAGE} but {binary} is missing")
+        return binary
+
+
+def ensure_git_server() -> Path:
+    venv = CACHE / "git-venv"
+    binary = venv / "bin" / "mcp-server-git"
+    with _locked("git-venv"):
+        if binary.exists():
+            return binary
+        _run([sys.executable, "-m", "venv", str(venv)])
+        _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", GIT_PACKAGE])
+        if not binary.exists():
+            raise PeerUnavailable(f"pip installed {GIT_PACKAGE} but {binary} is missing")
+        return binary
+
+
+def main() -> None:
+    for name, ensure in (("filesystem server", ensure_filesystem_server), ("mcp-server-git", ensure_git_server)):
+        try:
+            print(f"{name}: {ensure()}")
+        except PeerUnavailable as exc:
+            print(f"WARNING: {name} unavailable, its interop tests will be skipped: {exc}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
