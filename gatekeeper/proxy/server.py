@@ -13,11 +13,13 @@ import logging
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
+from itsdangerous import BadSignature, URLSafeTimedSerializer
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.subscriptions import (
@@ -39,12 +41,14 @@ from gatekeeper.proxy import intake
 from gatekeeper.proxy.catalog import Catalog, Route, definition
 from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
-from gatekeeper.proxy.status import proposal_status, tool_error
+from gatekeeper.proxy.status import final_result, proposal_status, read_proposal, tool_error, wait_for_outcome
 from gatekeeper.store import events as ev
 from gatekeeper.store.store import Store
 
 log = logging.getLogger("gatekeeper.proxy")
 T = TypeVar("T")
+REQUEST_STATE_AGE = 7 * 24 * 3600  # a hand-off may be answered within a proposal's usual lifetime
+RESUME_WAIT = 15.0  # on a retry, an approved proposal is given this long to be committed
 _HOST_META = "io.modelcontextprotocol/"
 
 
@@ -74,6 +78,7 @@ class Proxy:
         }
         self._refresh_lock = {name: anyio.Lock() for name in self.downstreams}
         self.passthrough = Passthrough(policy, self.downstreams)
+        self.states = URLSafeTimedSerializer(home.read_key(), salt="gatekeeper.proxy.request-state")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.server: Server[Any] = Server(
@@ -237,7 +242,7 @@ class Proxy:
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         arguments = (ctx.params or {}).get("arguments")  # the parsed wire object: no coercion
         try:
             return await self._call_tool(ctx, params.name, arguments)
@@ -247,7 +252,9 @@ class Proxy:
             log.exception("tools/call %s failed", params.name)
             return tool_error(f"Gatekeeper hit an internal error handling {params.name!r}; details are in its log.")
 
-    async def _call_tool(self, ctx: ServerRequestContext[Any], name: str, arguments: Any) -> types.CallToolResult:
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], name: str, arguments: Any
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if name == RESERVED_TOOL:
             return await proposal_status(self.home.db_path, arguments)
         route = self.catalog.route(name)
@@ -299,8 +306,11 @@ class Proxy:
 
     async def _propose(
         self, ctx: ServerRequestContext[Any], route: Route, host_name: str, arguments: Any
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         assert route.rule.propose is not None
+        state = (ctx.params or {}).get("requestState")
+        if state is not None:
+            return await self._resume(ctx, state)
         info = ctx.session.client_params.client_info if ctx.session.client_params else None
         requester = intake.Requester(
             client_name=info.name if info else None,
@@ -325,24 +335,105 @@ class Proxy:
             )
             return tool_error(f"Not proposed: {exc}")
         proposed = await self._db(self.store.propose, draft, self.actor)
-        url = f"{self.policy.review_url}/proposals/{proposed.id}"
-        absolute = f"{server.workspace}/{draft.path}"
+        pending = self._pending_result(proposed.id, draft.path, f"{server.workspace}/{draft.path}", proposed)
+        wait = route.rule.propose.wait_seconds
+        if wait > 0:
+            outcome = await wait_for_outcome(self.home.db_path, proposed.id, wait, self._progress(ctx, wait))
+            return final_result(outcome) if outcome is not None else pending
+        if self._can_hand_off(ctx):
+            return self._hand_off(proposed.id, pending)
+        return pending
+
+    def _pending_result(self, pid: str, path: str, absolute: str, proposed: Any) -> types.CallToolResult:
+        url = self.review_url(pid)
         summary = {
-            "proposal_id": proposed.id,
+            "proposal_id": pid,
             "status": "pending_approval",
-            "destination": draft.path,
+            "destination": path,
             "absolute_path": absolute,
             "size": proposed.size,
             "sha256": proposed.sha256,
             "expires_at": proposed.expires_at,
             "review_url": url,
-            "repeat": not proposed.created,
+            "repeat": not getattr(proposed, "created", True),
         }
         text = (
-            f"Proposed, not written: {draft.path} ({proposed.size} bytes, sha256 {proposed.sha256[:16]}…). "
+            f"Proposed, not written: {path} ({proposed.size} bytes, sha256 {proposed.sha256[:16]}…). "
             f"Status: pending_approval. A person must approve this exact content at {url} before the file is "
-            f"created. Proposal id: {proposed.id} (check it with {RESERVED_TOOL})."
+            f"created. Proposal id: {pid} (check it with {RESERVED_TOOL})."
         )
-        if not proposed.created:
+        if summary["repeat"]:
             text = "This identical proposal is already pending. " + text
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=summary)
+
+    def review_url(self, pid: str) -> str:
+        return f"{self.policy.review_url}/proposals/{pid}"
+
+    def _progress(self, ctx: ServerRequestContext[Any], total: float) -> Callable[[float], Awaitable[None]]:
+        async def tick(elapsed: float) -> None:
+            await ctx.session.report_progress(
+                round(elapsed, 1), float(total), "waiting for a person to review the proposal"
+            )
+
+        return tick
+
+    # -- 2026-07-28 hand-off: point the host's user at the review page, then answer the retry -----
+
+    def _can_hand_off(self, ctx: ServerRequestContext[Any]) -> bool:
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return False
+        caps = ctx.session.client_capabilities
+        return bool(caps and caps.elicitation and caps.elicitation.url is not None)
+
+    def _hand_off(self, pid: str, pending: types.CallToolResult) -> types.InputRequiredResult:
+        message = (
+            "A person must approve this proposed file on Gatekeeper's review page. Open the page, decide there, "
+            "then continue: answering here does not approve anything."
+        )
+        return types.InputRequiredResult(
+            input_requests={
+                "gatekeeper_review": types.ElicitRequest(
+                    params=types.ElicitRequestURLParams(message=message, url=self.review_url(pid))
+                )
+            },
+            request_state=self.states.dumps({"p": pid}),
+        )
+
+    async def _resume(self, ctx: ServerRequestContext[Any], state: Any) -> types.CallToolResult:
+        """The host retried after the hand-off. Its elicitation answer is never an approval."""
+        try:
+            data = self.states.loads(state, max_age=REQUEST_STATE_AGE) if isinstance(state, str) else None
+        except BadSignature:
+            data = None
+        pid = data.get("p") if isinstance(data, dict) else None
+        if not isinstance(pid, str):
+            await self.event(ev.PROPOSAL_REFUSED, {"why": "request_state forged, altered or expired"})
+            return tool_error(
+                "Not proposed: the request state is not one Gatekeeper issued (or it expired). Call again."
+            )
+        answers = (ctx.params or {}).get("inputResponses") or {}
+        await self.event(
+            "handoff_resumed",
+            {"answer": (answers.get("gatekeeper_review") or {}).get("action") if isinstance(answers, dict) else None},
+            proposal_id=pid,
+        )
+        outcome = await wait_for_outcome(self.home.db_path, pid, RESUME_WAIT, stop_while_pending=True)
+        if outcome is not None and outcome["status"] != "pending":
+            return final_result(outcome)
+        detail = await read_proposal(self.home.db_path, pid)
+        if detail is None:
+            return tool_error(f"No proposal {pid}.")
+        return self._pending_result(
+            pid,
+            detail["path"],
+            f"{detail['workspace']}/{detail['path']}",
+            _Shown(detail["size"], detail["sha256"], detail["expires_at"], created=True),
+        )
+
+
+@dataclass(frozen=True)
+class _Shown:
+    size: int
+    sha256: str
+    expires_at: str
+    created: bool

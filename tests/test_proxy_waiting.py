@@ -1,0 +1,136 @@
+"""A proposing call that waits for the decision (wait_seconds), and the 2026-07-28 hand-off to the
+review page through a URL elicitation (SEP-2322 InputRequiredResult).
+
+The committer is stood in for by the store's domain API (decide, then record the outcome) so these
+tests isolate the proxy; tests/interop/ runs the real committer and review page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import types
+
+from gatekeeper.home import Home
+from gatekeeper.store.store import Store
+from tests.helpers import add_reviewer
+from tests.proxy_support import events, proxied, rows, write_policy
+
+pytestmark = pytest.mark.anyio
+
+
+def policy_with_wait(tmp_path: Path, seconds: int) -> Path:
+    policy = write_policy(tmp_path)
+    text = policy.read_text()
+    line = "          max_bytes: 1000\n"
+    assert text.count(line) == 1
+    policy.write_text(text.replace(line, f"{line}          wait_seconds: {seconds}\n"))
+    return policy
+
+
+def pending_id(home: Home) -> str:
+    ((pid,),) = rows(home.db_path, "SELECT id FROM proposal")
+    return str(pid)
+
+
+def decide(home: Home, pid: str, verdict: str, reason: str | None = None) -> None:
+    with Store(home.db_path) as store:
+        if store.reviewer("alice") is None:
+            add_reviewer(store)
+        ((sha, path, ws),) = rows(home.db_path, "SELECT sha256, path, workspace FROM proposal WHERE id = ?", pid)
+        store.decide(pid, verdict=verdict, reviewer="alice", reason=reason, sha256=sha, path=path, key=home.read_key())
+        if verdict == "approved":  # stand-in for the committer
+            store.record_commit_intent(pid)
+            store.record_commit_outcome(pid, "created", observed_sha256=sha, final_path=f"{ws}/{path}")
+
+
+async def approve_when_proposed(home: Home, verdict: str = "approved", reason: str | None = None) -> None:
+    with anyio.fail_after(20):
+        while not rows(home.db_path, "SELECT 1 FROM proposal"):
+            await anyio.sleep(0.05)
+    await anyio.sleep(1.2)  # let the waiting call send a progress notification or two
+    decide(home, pending_id(home), verdict, reason)
+
+
+async def test_wait_returns_the_committed_path_with_progress(tmp_path: Path, home: Home) -> None:
+    policy = policy_with_wait(tmp_path, 20)
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+        assert total == 20.0 and message and "review" in message
+
+    async with proxied(policy, home.path) as p, anyio.create_task_group() as tg:
+        tg.start_soon(approve_when_proposed, home)
+        result = await p.call_tool("create_note", {"title": "waited", "body": "x\n"}, progress_callback=on_progress)
+    assert not result.is_error, result.content
+    assert result.structured_content["status"] == "committed"
+    assert result.structured_content["final_path"].endswith("/notes/waited.md")
+    assert progress, "progress notifications while waiting"
+
+
+async def test_wait_returns_the_reviewers_reason_as_a_tool_error(tmp_path: Path, home: Home) -> None:
+    async with proxied(policy_with_wait(tmp_path, 20), home.path) as p, anyio.create_task_group() as tg:
+        tg.start_soon(approve_when_proposed, home, "rejected", "use the drafts folder")
+        result = await p.call_tool("create_note", {"title": "nope", "body": "x\n"})
+    assert result.is_error and "use the drafts folder" in result.content[0].text
+    assert result.structured_content["status"] == "rejected"
+
+
+async def test_wait_times_out_to_the_pending_result(tmp_path: Path, home: Home) -> None:
+    async with proxied(policy_with_wait(tmp_path, 1), home.path) as p:
+        result = await p.call_tool("create_note", {"title": "slow", "body": "x\n"})
+    assert not result.is_error and result.structured_content["status"] == "pending_approval"
+
+
+async def test_cancelled_wait_leaves_the_proposal_pending(tmp_path: Path, home: Home) -> None:
+    async with proxied(policy_with_wait(tmp_path, 30), home.path) as p:
+        with anyio.move_on_after(1.5):
+            await p.call_tool("create_note", {"title": "cancel me", "body": "x\n"})
+        assert not (await p.call_tool("list_notes", {})).is_error  # the session goes on
+    assert rows(home.db_path, "SELECT count(*) FROM decision") == [(0,)]
+    assert rows(home.db_path, "SELECT count(*) FROM proposal") == [(1,)]
+
+
+async def test_handoff_points_at_the_review_page_and_the_retry_returns_the_path(tmp_path: Path, home: Home) -> None:
+    seen: list[types.ElicitRequestURLParams] = []
+
+    async def on_elicit(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestURLParams)
+        seen.append(params)
+        decide(home, pending_id(home), "approved")  # the person approves on the page meanwhile
+        return types.ElicitResult(action="accept")
+
+    async with proxied(write_policy(tmp_path), home.path, "auto", elicitation_callback=on_elicit) as p:
+        assert p.protocol_version == "2026-07-28"
+        result = await p.call_tool("create_note", {"title": "handed off", "body": "x\n"})
+    pid = pending_id(home)
+    assert [s.url for s in seen] == [f"http://127.0.0.1:8765/proposals/{pid}"]
+    assert not result.is_error and result.structured_content["status"] == "committed"
+    assert result.structured_content["final_path"].endswith("/notes/handed-off.md")
+
+
+async def test_handoff_answer_is_never_an_approval(tmp_path: Path, home: Home) -> None:
+    calls = 0
+
+    async def on_elicit(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        nonlocal calls
+        calls += 1
+        return types.ElicitResult(action="accept")  # "yes, approved!" says the host; nobody used the page
+
+    async with proxied(write_policy(tmp_path), home.path, "auto", elicitation_callback=on_elicit) as p:
+        result = await p.call_tool("create_note", {"title": "sneaky", "body": "x\n"})
+    assert calls == 1  # one round, no endless loop
+    assert not result.is_error and result.structured_content["status"] == "pending_approval"
+    assert rows(home.db_path, "SELECT count(*) FROM decision") == [(0,)]
+    resumed = [json.loads(e[2]) for e in events(home.path, "handoff_resumed")]
+    assert resumed == [{"answer": "accept"}]
+
+
+async def test_hosts_without_url_elicitation_get_the_pending_result(tmp_path: Path, home: Home) -> None:
+    for mode in ("auto", "legacy"):
+        async with proxied(write_policy(tmp_path), home.path, mode) as p:
+            result = await p.call_tool("create_note", {"title": f"plain {mode}", "body": "x\n"})
+        assert result.structured_content["status"] == "pending_approval"
