@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from gatekeeper import __version__
-from gatekeeper.cli import admin, audit, policy_cmd, proxy_cmd, review_cmd
+from gatekeeper.cli import admin, audit, host_cmd, policy_cmd, proxy_cmd, review_cmd
 from gatekeeper.cli.context import Ctx
 from gatekeeper.errors import GatekeeperError
 
@@ -52,6 +52,7 @@ cli.add_command(policy_cmd.policy)
 cli.add_command(proxy_cmd.proxy)
 cli.add_command(review_cmd.review)
 cli.add_command(review_cmd.reviewer)
+cli.add_command(host_cmd.host_config)
 
 
 def main() -> None:

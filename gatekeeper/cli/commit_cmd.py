@@ -1,0 +1,107 @@
+"""``gatekeeper commit``: the only code that writes into a workspace (create only, never overwrite)."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import threading
+from collections import Counter
+from typing import Any
+
+import click
+
+from gatekeeper.cli.context import Ctx, pass_ctx
+from gatekeeper.cli.output import emit_json
+from gatekeeper.errors import GatekeeperError
+
+OUTCOME_ORDER = ("created", "conflict", "refused", "failed")
+
+
+def _line(r: Any) -> str:
+    """One line a person can act on: outcome, id, path, then where it went or why not."""
+    where = f"→ {r.final_path}" if r.outcome == "created" else r.detail
+    if r.outcome == "created" and r.detail:
+        where += " (reconciled: an identical file was already there)"
+    if not r.recorded:
+        where = f"another committer recorded this proposal's outcome first ({where})"
+    return f"{r.outcome:<9} {r.proposal_id}  {r.path}  {where}"
+
+
+@click.command()
+@click.option("--once", is_flag=True, help="Commit every waiting approval, then exit (the default).")
+@click.option("--watch", is_flag=True, help="Stay up and commit each approval as it arrives (Ctrl-C stops).")
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False),
+    envvar="GATEKEEPER_POLICY",
+    help="Policy file. Default: $GATEKEEPER_POLICY, ./policy.yaml, then policy.yaml in the home.",
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(1, 1000),
+    default=64,
+    show_default=True,
+    help="Proposals per database transaction (intents, then outcomes).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per outcome (then a summary with --once).")
+@pass_ctx
+def commit(ctx: Ctx, once: bool, watch: bool, policy_file: str | None, batch: int, as_json: bool) -> None:
+    """Create the files of approved proposals in their workspaces, exactly once.
+
+    Each approval is checked again first (its signature with secret.key, its sha256 against the
+    stored bytes, the current policy's rule and workspace); a failed check is recorded as
+    refused and nothing is written. A file is created only where nothing exists yet, beneath
+    the workspace without following symbolic links, and never appears partly written. Every
+    outcome (created, conflict, refused, failed) is recorded with an audit event, and the agent
+    sees it through gatekeeper_proposal_status.
+
+    One committer runs at a time (a lock in the home). Exit status: 0 when every waiting
+    approval got its outcome (conflicts and refusals included), 1 when a commit failed or some
+    had to wait, 2 for a bad policy or usage, 3 when another committer holds the lock.
+    """
+    if once and watch:
+        raise click.UsageError("pass --once or --watch, not both")
+    from gatekeeper.commit import run, testing
+    from gatekeeper.commit.watch import stop_on_signals
+    from gatekeeper.commit.watch import watch as watch_loop
+
+    switches = testing.Switches.from_env()
+    if switches.active:
+        click.echo(f"warning: test-only switches are set ({', '.join(switches.active)}); unset them", err=True)
+
+    def show(r: Any) -> None:
+        if as_json:
+            emit_json(r.as_dict())
+        else:
+            click.echo(_line(r))
+
+    stop = threading.Event()
+    try:
+        with run.session(
+            ctx.home, policy_file, batch=batch, switches=switches, on_result=show, should_stop=stop.is_set
+        ) as (committer, reader):
+            if watch:
+                stop_on_signals(stop)
+                click.echo(f"Watching {ctx.home.db_path} for approvals (Ctrl-C stops)", err=True)
+                watch_loop(committer, reader, stop, lambda m: click.echo(f"commit: {m}", err=True))
+                click.echo("Stopped.", err=True)
+                return
+            report = committer.run_pass()
+    except (sqlite3.Error, OSError) as exc:  # not a domain error: still one line, never a traceback
+        raise GatekeeperError(f"the committer stopped: {exc}", "fix the cause and run it again") from None
+    for message in report.waiting:
+        click.echo(f"waiting: {message}", err=True)
+    counts = Counter(r.outcome for r in report.results if r.recorded)
+    if as_json:
+        emit_json({"summary": {k: counts.get(k, 0) for k in OUTCOME_ORDER} | {"waiting": report.unfinished}})
+    elif not report.results and not report.unfinished:
+        click.echo("Nothing to commit: no approved proposal is waiting.")
+    else:
+        parts = ", ".join(f"{counts.get(k, 0)} {k}" for k in OUTCOME_ORDER)
+        waiting = f"; {report.unfinished} still waiting" if report.unfinished else ""
+        click.echo(f"Done: {parts}{waiting}.")
+    if report.stopped:
+        click.echo(f"Error: stopped early: {report.stopped}", err=True)
+    if report.stopped or report.unfinished or counts.get("failed"):
+        sys.exit(1)
