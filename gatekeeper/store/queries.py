@@ -193,6 +193,53 @@ class Reader:
         cur = self.conn.execute("SELECT name, created_at, disabled_at FROM reviewer ORDER BY name")
         return [dict(zip(("name", "created_at", "disabled_at"), r, strict=True)) for r in cur]
 
+    # -- the committer's queue -------------------------------------------------------------------
+
+    def commit_queue(self, after_decision_id: int = 0) -> tuple[int, list[dict[str, Any]]]:
+        """Approved proposals without an outcome, oldest first, whose decision id is above
+        ``after_decision_id``; and the highest decision id of the same snapshot.
+
+        Decision ids only grow (rows are never deleted), so a committer that has seen every
+        decision up to some id need not look below it again: a pass costs the new decisions, not
+        the whole history. Content is left out; ``proposal_contents`` fetches it a batch at a time.
+        """
+        self.conn.execute("BEGIN")
+        try:
+            high = self.conn.execute("SELECT coalesce(max(id), 0) FROM decision").fetchone()[0]
+            # '+e.kind' keeps SQLite on the proposal_id index: on the kind index, each lookup scanned
+            # every intent ever written (a batch of 64 took 13 ms after 1,000 commits, growing).
+            cur = self.conn.execute(
+                "SELECT p.id, p.created_at, p.server, p.tool, p.workspace, p.path, p.sha256, p.size, "
+                "d.id AS decision_id, d.verdict, d.reviewer, d.reason, d.sha256 AS decision_sha256, "
+                "d.path AS decision_path, d.decided_at, d.signature, "
+                "EXISTS (SELECT 1 FROM audit_event e WHERE e.proposal_id = p.id AND +e.kind = 'commit_intent') "
+                "AS has_intent "
+                "FROM decision d JOIN proposal p ON p.id = d.proposal_id "
+                "LEFT JOIN commit_record c ON c.proposal_id = d.proposal_id "
+                "WHERE d.id > ? AND d.id <= ? AND d.verdict = 'approved' AND c.proposal_id IS NULL "
+                "ORDER BY p.created_at, p.id",
+                (after_decision_id, high),
+            )
+            names = [c[0] for c in cur.description]
+            rows = [dict(zip(names, row, strict=True)) for row in cur]
+        finally:
+            self.conn.execute("COMMIT")
+        return high, rows
+
+    def proposal_contents(self, proposal_ids: list[str]) -> dict[str, bytes]:
+        """The exact stored bytes of each proposal, by id."""
+        out: dict[str, bytes] = {}
+        for start in range(0, len(proposal_ids), 500):  # stay under SQLite's bound-parameter limit
+            chunk = proposal_ids[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for pid, content in self.conn.execute(f"SELECT id, content FROM proposal WHERE id IN ({marks})", chunk):
+                out[pid] = bytes(content)
+        return out
+
+    def data_version(self) -> int:
+        """SQLite's ``PRAGMA data_version``: changes whenever another connection commits."""
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
 
 def event_dict(row: EventRow) -> dict[str, Any]:
     seq, at, kind, actor, proposal_id, payload, prev_hash, digest = row

@@ -1,0 +1,214 @@
+"""Committer benchmarks: 4 KiB files committed per second with full fsync, and approval-to-file
+latency of ``gatekeeper commit --watch``. Called by bench/run.py (figures 5 and 6); also runs alone:
+
+    .venv/bin/python bench/commit_bench.py [--quick] [--workdir DIR]
+
+5. files/s: N approved 4 KiB proposals, one in-process committer pass (batches of 64: one intent
+   transaction and one outcome transaction per batch, an fsync per file, one per folder), median of
+   3 runs on fresh homes; with batch size 1 once, for context. Every run checks its own result.
+6. watch latency: a real ``commit --watch`` subprocess; each of ≥ 50 approvals is made through
+   ``Store.decide`` and timed until its file exists (polled every 0.5 ms), at random moments
+   relative to the watcher's 50 ms tick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from gatekeeper.canonical import format_ts, utc_now  # noqa: E402
+from gatekeeper.commit.committer import Committer, PolicySource  # noqa: E402
+from gatekeeper.home import Home  # noqa: E402
+from gatekeeper.store import migrate  # noqa: E402
+from gatekeeper.store.queries import Reader  # noqa: E402
+from gatekeeper.store.store import ProposalDraft, Store  # noqa: E402
+
+FILE_BYTES = 4096
+POLICY = """version: 1
+servers:
+  notes:
+    command: python
+    workspace: {workspace}
+    tools:
+      create_note:
+        propose:
+          path: {{arg: path}}
+          content: {{arg: body}}
+          globs: ["bench/**"]
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Bed:
+    home: Home
+    workspace: Path
+    policy: Path
+
+
+def make_bed(root: Path) -> Bed:
+    shutil.rmtree(root, ignore_errors=True)
+    home = Home(root / "home")
+    home.create()
+    home.ensure_key()
+    migrate.upgrade(home.db_path)
+    workspace = root / "workspace"
+    workspace.mkdir()
+    policy = root / "policy.yaml"
+    policy.write_text(POLICY.format(workspace=workspace))
+    with Store(home.db_path) as s:
+        s.add_reviewer("alice", "$argon2id$bench-placeholder")
+    return Bed(home, workspace, policy)
+
+
+def propose(bed: Bed, store: Store, i: int, *, approve: bool = True) -> tuple[str, str, str]:
+    """A 4 KiB proposal; returns (id, sha256, path)."""
+    path = f"bench/d{i % 8}/f{i}.md"
+    content = (f"{i}:".encode() + os.urandom(FILE_BYTES))[:FILE_BYTES]
+    p = store.propose(
+        ProposalDraft(
+            server="notes",
+            tool="create_note",
+            arguments={"path": path, "n": i},
+            workspace=str(bed.workspace),
+            path=path,
+            content=content,
+            policy_digest="0" * 64,
+            expires_at=format_ts(utc_now() + timedelta(hours=1)),
+            session_id="bench",
+        )
+    )
+    if approve:
+        approve_one(bed, store, p.id, p.sha256, path)
+    return p.id, p.sha256, path
+
+
+def approve_one(bed: Bed, store: Store, pid: str, sha: str, path: str) -> None:
+    store.decide(pid, verdict="approved", reviewer="alice", sha256=sha, path=path, key=bed.home.read_key())
+
+
+def commit_rate(root: Path, n: int, batch: int) -> float:
+    """Files/s of one committer pass over ``n`` waiting approvals (setup not timed)."""
+    bed = make_bed(root)
+    with Store(bed.home.db_path) as store, Reader(bed.home.db_path) as reader:
+        for i in range(n):
+            propose(bed, store, i)
+        committer = Committer(bed.home, store, reader, PolicySource(str(bed.policy), bed.home.path), batch=batch)
+        start = time.perf_counter()
+        report = committer.run_pass()
+        elapsed = time.perf_counter() - start
+    created = sum(r.outcome == "created" and r.linked for r in report.results)
+    files = sum(1 for _ in bed.workspace.rglob("*.md"))
+    if created != n or files != n:
+        raise RuntimeError(f"the committer created {created} of {n} files ({files} on disk): {report.results[:1]}")
+    return n / elapsed
+
+
+def watch_latencies(root: Path, approvals: int, log: Callable[[str], None]) -> list[float]:
+    bed = make_bed(root)
+    env = {**os.environ, "GATEKEEPER_HOME": str(bed.home.path), "PYTHONPATH": str(REPO)}
+    for var in [v for v in env if v.startswith(("GATEKEEPER_CRASH", "GATEKEEPER_PLANT", "GATEKEEPER_PAUSE"))]:
+        env.pop(var)
+    errors = open(root / "watch-stderr.txt", "w+")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gatekeeper.commit", "commit", "--watch", "--policy", str(bed.policy)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=errors,
+    )
+    rng = random.Random(6)
+    latencies = []
+    try:
+        deadline = time.monotonic() + 60
+        while "Watching" not in (root / "watch-stderr.txt").read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"commit --watch did not start: {(root / 'watch-stderr.txt').read_text()}")
+            time.sleep(0.01)
+        with Store(bed.home.db_path) as store:
+            for i in range(approvals):
+                pid, sha, path = propose(bed, store, i, approve=False)
+                target = bed.workspace / path
+                time.sleep(rng.uniform(0, 0.1))
+                approve_one(bed, store, pid, sha, path)
+                start = time.perf_counter()
+                while not target.exists():
+                    if time.perf_counter() - start > 10:
+                        raise RuntimeError(f"no file 10 s after approval {i}")
+                    time.sleep(0.0005)
+                latencies.append(time.perf_counter() - start)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        errors.close()
+    log(f"  watch: {approvals} approvals, exit {proc.returncode}")
+    return latencies
+
+
+def figures(work: Path, *, quick: bool, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """The rows for bench/run.py's table: Figure(**row) for each."""
+    n, runs, approvals = (300, 3, 50) if quick else (2000, 3, 100)
+    root = work / "commit"
+    log(f"[5] committer: {runs} passes of {n} approved 4 KiB files (batch 64), then one with batch 1")
+    rates = [commit_rate(root / f"r{k}", n, 64) for k in range(runs)]
+    unbatched = commit_rate(root / "b1", n, 1)
+    log(f"[6] commit --watch: approval-to-file latency over {approvals} approvals")
+    lat = sorted(x * 1000 for x in watch_latencies(root / "watch", approvals, log))
+    p50, p99 = statistics.median(lat), lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))]
+    shutil.rmtree(root, ignore_errors=True)
+    return [
+        {
+            "name": "5. files committed/s, 4 KiB, full fsync",
+            "value": statistics.median(rates),
+            "unit": "/s",
+            "target": 1_000,
+            "note": "runs: " + ", ".join(f"{r:,.0f}" for r in rates) + f" ({n} files each, batch 64, in-process pass)",
+        },
+        {
+            "name": "5. reference: same, one proposal per transaction",
+            "value": unbatched,
+            "unit": "/s",
+            "note": "batch 1: two durable transactions per file on top of its two fsyncs",
+        },
+        {
+            "name": "6. commit --watch approval-to-file p50",
+            "value": p50,
+            "unit": "ms",
+            "target": 300,
+            "cmp": "<",
+            "note": f"{approvals} approvals, min {lat[0]:.0f} ms, max {lat[-1]:.0f} ms",
+        },
+        {"name": "6. commit --watch approval-to-file p99", "value": p99, "unit": "ms"},
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
+    parser.add_argument("--workdir", type=Path, help="work here instead of a temporary folder")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="gatekeeper-commit-bench-") as tmp:
+        work = args.workdir.absolute() if args.workdir else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        rows = figures(work, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
+    for row in rows:
+        target = f"  target {row.get('cmp', '>=')} {row['target']:,}" if row.get("target") else ""
+        print(f"{row['name']}: {row['value']:,.1f} {row['unit']}{target}  {row.get('note', '')}".rstrip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

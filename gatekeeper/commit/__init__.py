@@ -1,0 +1,8 @@
+"""The committer: the only code that writes into a workspace, and only by exclusive creation.
+
+``committer`` runs a pass (intent, file step, outcome) after ``checks`` (signature, digests,
+policy); ``fsops`` creates one file beneath a root without following symlinks and without ever
+showing a partial file; ``syscalls`` reaches openat2/renameat2; ``lock`` keeps to one committer
+at a time; ``watch`` is the ``--watch`` loop; ``run`` wires them up; ``testing`` holds the
+test-only switches (crash points, planted bugs). Imports neither the MCP SDK nor FastAPI.
+"""

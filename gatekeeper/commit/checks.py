@@ -1,0 +1,118 @@
+"""What must hold before any byte is written: the approval is genuine and names exactly these
+bytes at exactly this path, and the current policy still lets this tool create this path.
+
+Run again on every attempt (the first, and any after a crash), so a policy tightened in between
+wins. A failed check is a ``refused`` outcome whose detail says why and what to do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gatekeeper import signing
+from gatekeeper.canonical import sha256_hex
+from gatekeeper.errors import InvalidInput
+from gatekeeper.paths import normalise_destination
+from gatekeeper.policy import Policy
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An approved proposal without an outcome, as ``Reader.commit_queue`` returns it."""
+
+    id: str
+    created_at: str
+    server: str
+    tool: str
+    workspace: str
+    path: str
+    sha256: str
+    size: int
+    decision_id: int
+    verdict: str
+    reviewer: str
+    reason: str | None
+    decision_sha256: str
+    decision_path: str
+    decided_at: str
+    signature: str
+    has_intent: bool
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Candidate:
+        return cls(**{**row, "has_intent": bool(row["has_intent"])})
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where and how to create the file, once every check has passed."""
+
+    workspace: Path
+    mode: int
+
+    def final_path(self, rel: str) -> str:
+        return str(self.workspace / rel)
+
+
+class Refusal(Exception):
+    """A check failed: the proposal is recorded as ``refused`` with this detail; nothing is written."""
+
+
+def check_approval(c: Candidate, content: bytes | None, key: bytes) -> None:
+    """The decision's HMAC verifies, and decision sha256 = proposal sha256 = sha256(stored bytes)."""
+    message = signing.decision_message(
+        proposal_id=c.id,
+        verdict=c.verdict,
+        reviewer=c.reviewer,
+        reason=c.reason,
+        sha256=c.decision_sha256,
+        path=c.decision_path,
+        decided_at=c.decided_at,
+    )
+    if not signing.verify(key, message, c.signature):
+        raise Refusal(
+            "the approval's signature does not verify with secret.key: it was not recorded by Gatekeeper's "
+            "review page, or the key has changed since; have a reviewer decide again on a new proposal"
+        )
+    if content is None:
+        raise Refusal("the proposal's stored content is missing")
+    actual = sha256_hex(content)
+    if not (c.decision_sha256 == c.sha256 == actual):
+        raise Refusal(
+            f"digests differ: the approval names sha256 {c.decision_sha256[:16]}…, the proposal records "
+            f"{c.sha256[:16]}…, its stored bytes hash to {actual[:16]}…; the database may have been altered, "
+            "run `gatekeeper audit verify`"
+        )
+    if c.decision_path != c.path:
+        raise Refusal(f"the approval names path {c.decision_path!r} but the proposal is for {c.path!r}")
+
+
+def check_policy(c: Candidate, size: int, policy: Policy) -> Plan:
+    """The current policy still has this server and workspace, and this tool may create this path."""
+    server = policy.servers.get(c.server)
+    if server is None:
+        raise Refusal(f"the policy ({policy.source}) no longer has a server {c.server!r}; propose again")
+    rule = policy.rule(c.server, c.tool)
+    if rule.action != "propose" or rule.propose is None:
+        raise Refusal(f"the policy no longer lets {c.server}.{c.tool} propose files (it is now {rule.action!r})")
+    if str(server.workspace) != c.workspace:
+        raise Refusal(
+            f"the workspace of server {c.server!r} is now {server.workspace}, but the proposal was made for "
+            f"{c.workspace}; propose again so a reviewer sees the new destination"
+        )
+    try:
+        normalised = normalise_destination(c.path, server.workspace)
+    except InvalidInput as exc:
+        raise Refusal(str(exc)) from None
+    if normalised != c.path:
+        raise Refusal(f"the path {c.path!r} is not in normal form (it would be {normalised!r})")
+    if not rule.propose.allows(c.path):
+        raise Refusal(
+            f"the path {c.path!r} no longer matches what {c.server}.{c.tool} may create "
+            f"({' or '.join(rule.propose.globs)})"
+        )
+    if size > rule.propose.max_bytes:
+        raise Refusal(f"the content is {size:,} bytes, over the rule's max_bytes of {rule.propose.max_bytes:,}")
+    return Plan(server.workspace, rule.propose.file_mode)

@@ -1,0 +1,344 @@
+"""One pass of the committer: every approved proposal without an outcome, oldest first, those
+with an interrupted attempt (an intent and no outcome) before all others.
+
+Per batch, in the order that survived 533 kill -9s (shared notes, "Exactly once"):
+checks (else ``refused``, nothing written) → intent events (one transaction) → file steps
+(exclusive create beneath the root; an existing identical file is ``created``, reconciled;
+anything else at the name is a ``conflict``; an OS error is ``failed``) → one fsync per folder →
+outcome rows with their events (one transaction). Every step is repeatable and the file step
+is exclusive, so a crash anywhere, or a second committer, can only ever finish the work.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gatekeeper.commit import fsops
+from gatekeeper.commit.checks import Candidate, Plan, Refusal, check_approval, check_policy
+from gatekeeper.commit.testing import OFF, Switches
+from gatekeeper.home import Home
+from gatekeeper.policy import Policy, load_policy
+from gatekeeper.store import events as ev
+from gatekeeper.store.queries import Reader
+from gatekeeper.store.store import Store
+
+FILE_WORKERS = 8  # file steps in flight within a batch (distinct paths only)
+BATCH_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class Result:
+    proposal_id: str
+    path: str
+    outcome: str  # created / conflict / refused / failed
+    detail: str = ""
+    observed_sha256: str | None = None
+    final_path: str | None = None
+    linked: bool = False  # this process gave the file its name
+    recorded: bool = False  # this process recorded the outcome (False: another committer was first)
+    stop: bool = False  # an fsync failed: end the pass, the disk needs a person
+    dir_key: tuple[int, int] | None = None
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "proposal_id": self.proposal_id,
+            "outcome": self.outcome,
+            "detail": self.detail,
+            "observed_sha256": self.observed_sha256,
+            "final_path": self.final_path,
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.record(), "path": self.path, "linked": self.linked, "recorded": self.recorded}
+
+
+@dataclass
+class PassReport:
+    results: list[Result] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)  # why some approvals were left for a later pass
+    stopped: str | None = None
+    finished: set[str] = field(default_factory=set)
+    queued: int = 0
+
+    @property
+    def unfinished(self) -> int:
+        return self.queued - len(self.finished)
+
+
+class PolicySource:
+    """The policy file, read again whenever it changes on disk, so each pass checks the current one."""
+
+    def __init__(self, policy_file: str | None, home: Path) -> None:
+        self._file, self._home = policy_file, home
+        self._policy: Policy | None = None
+        self._signature: tuple[int, int, int] | None = None
+
+    def current(self) -> Policy:
+        if self._policy is not None:
+            try:
+                st = os.stat(self._policy.source)
+                signature = (st.st_ino, st.st_size, st.st_mtime_ns)
+            except OSError:
+                signature = None
+            if signature is not None and signature == self._signature:
+                return self._policy
+        self._policy = None  # a policy that no longer loads is never used stale
+        policy = load_policy(self._file, home=self._home)
+        st = os.stat(policy.source)
+        self._policy, self._signature = policy, (st.st_ino, st.st_size, st.st_mtime_ns)
+        return policy
+
+
+class Committer:
+    def __init__(
+        self,
+        home: Home,
+        store: Store,
+        reader: Reader,
+        policy: PolicySource,
+        *,
+        batch: int = 64,
+        workers: int = FILE_WORKERS,
+        switches: Switches = OFF,
+        actor: str = "committer",
+        should_stop: Callable[[], bool] = lambda: False,
+        on_result: Callable[[Result], None] | None = None,
+    ) -> None:
+        self.home, self.store, self.reader, self.policy = home, store, reader, policy
+        self.batch, self.workers, self.sw, self.actor = max(1, batch), max(1, workers), switches, actor
+        self.should_stop, self.on_result = should_stop, on_result
+        self.floor = 0  # every decision at or below this id has an outcome
+
+    def run_pass(self) -> PassReport:
+        policy = self.policy.current()
+        key = self.home.read_key()
+        high, rows = self.reader.commit_queue(self.floor)
+        self.sw.point("after_select")
+        queue = sorted((Candidate.from_row(r) for r in rows), key=lambda c: not c.has_intent)  # stable sort
+        report = PassReport(queued=len(queue))
+        for chunk in self._batches(queue):
+            if report.stopped or self.should_stop():
+                break
+            self._batch(chunk, policy, key, report)
+        still_open = [c.decision_id for c in queue if c.id not in report.finished]
+        self.floor = min(still_open) - 1 if still_open else high
+        return report
+
+    def _batches(self, queue: list[Candidate]) -> Iterator[list[Candidate]]:
+        """At most ``batch`` proposals and about ``BATCH_BYTES`` of content each: a batch is held in memory."""
+        chunk: list[Candidate] = []
+        size = 0
+        for c in queue:
+            if chunk and (len(chunk) >= self.batch or size + c.size > BATCH_BYTES):
+                yield chunk
+                chunk, size = [], 0
+            chunk.append(c)
+            size += c.size
+        if chunk:
+            yield chunk
+
+    # -- one batch ---------------------------------------------------------------------------
+
+    def _batch(self, chunk: list[Candidate], policy: Policy, key: bytes, report: PassReport) -> None:
+        contents = self.reader.proposal_contents([c.id for c in chunk])
+        refused: list[Result] = []
+        todo: list[tuple[Candidate, bytes, Plan]] = []
+        for c in chunk:
+            data = contents.get(c.id)
+            try:
+                check_approval(c, data, key)  # refuses missing content too
+                todo.append((c, data or b"", check_policy(c, len(data or b""), policy)))
+            except Refusal as exc:
+                detail = f"{exc}; nothing was written"
+                if c.has_intent:
+                    detail += (
+                        f" (an earlier attempt was interrupted after its intent: if {c.path!r} exists, it is from then)"
+                    )
+                refused.append(Result(c.id, c.path, "refused", detail))
+        if refused:
+            self._record(refused, report)
+            self.sw.point("after_refusal")
+        roots: dict[Path, int] = {}
+        try:
+            ready = []
+            for c, data, plan in todo:
+                if plan.workspace not in roots:
+                    try:
+                        roots[plan.workspace] = fsops.open_root(plan.workspace)
+                    except OSError as exc:
+                        roots[plan.workspace] = -1
+                        message = (
+                            f"the workspace {plan.workspace} cannot be opened ({fsops.describe(exc)}); its approved "
+                            "proposals wait until it is back (create or mount it, or fix the policy)"
+                        )
+                        if message not in report.waiting:
+                            report.waiting.append(message)
+                if roots[plan.workspace] >= 0:
+                    ready.append((c, data, plan))
+            if ready:
+                self._commit(ready, roots, report)
+        finally:
+            for fd in roots.values():
+                if fd >= 0:
+                    os.close(fd)
+
+    def _commit(self, ready: list[tuple[Candidate, bytes, Plan]], roots: dict[Path, int], report: PassReport) -> None:
+        states = self.store.record_commit_intents(
+            [c.id for c, _, _ in ready], self.actor, before_commit=lambda: self.sw.point("intent_tx_open")
+        )
+        self.sw.point("after_intent")
+        lanes: dict[str, list[tuple[Candidate, bytes, Plan]]] = {}
+        for item in ready:
+            state = states[item[0].id]
+            if state == "done":
+                report.finished.add(item[0].id)
+            elif state in ("new", "existing"):
+                lanes.setdefault(item[0].path, []).append(item)  # one path: oldest first, one at a time
+        done: dict[str, Result] = {}
+        stop = threading.Event()
+        dirs = fsops.DirSync()
+
+        def lane(items: list[tuple[Candidate, bytes, Plan]]) -> None:
+            for c, data, plan in items:
+                if stop.is_set():
+                    return
+                done[c.id] = result = self._file_step(c, data, plan, roots[plan.workspace], dirs)
+                if result.stop:
+                    stop.set()
+
+        try:
+            if self.workers > 1 and len(lanes) > 1:
+                # fsync waits for the journal: several files in flight share its commits (bench/).
+                with ThreadPoolExecutor(min(self.workers, len(lanes))) as pool:
+                    list(pool.map(lane, lanes.values()))
+            else:
+                for items in lanes.values():
+                    lane(items)
+            failures = dirs.sync(self.sw)
+        finally:
+            dirs.close()
+        results = [done[c.id] for c, _, _ in ready if c.id in done]
+        report.stopped = next((r.detail for r in results if r.stop), None)
+        for r in results:
+            if r.dir_key in failures:
+                r.outcome, r.stop = "failed", True
+                r.detail = (
+                    f"the file was created at {r.final_path}, but {failures[r.dir_key]}; it may not survive a power "
+                    "loss: check the disk and the file, and propose again if it is missing"
+                )
+                report.stopped = r.detail
+        self.sw.point("before_outcome")
+        self._record(results, report)
+        self.sw.point("after_outcome")
+
+    def _file_step(self, c: Candidate, data: bytes, plan: Plan, root_fd: int, dirs: fsops.DirSync) -> Result:
+        parts = c.path.split("/")
+        final = plan.final_path(c.path)
+
+        def result(outcome: str, detail: str = "", **kw: Any) -> Result:
+            return Result(c.id, c.path, outcome, detail, final_path=final, **kw)
+
+        moved = (
+            f"the folder holding {c.path!r} was moved or replaced while the file was being created; the new "
+            "name was removed again and nothing was left behind; propose again"
+        )
+        try:
+            dirfd = fsops.open_dir(root_fd, parts[:-1], self.sw, create=True)
+        except fsops.InTheWay as exc:
+            return result("conflict", f"{exc.detail}; nothing was written")
+        except fsops.FsyncFailed as exc:
+            return result("failed", f"{exc}; the file was not created", stop=True)
+        except OSError as exc:
+            return result("failed", f"cannot create the folders for {c.path!r}: {fsops.describe(exc)}; nothing written")
+        self.sw.point("after_open_parent")
+        try:
+            published = fsops.publish(dirfd, parts[-1], data, plan.mode, self.sw)
+            if published.linked:
+                if not fsops.still_in_place(plan.workspace, root_fd, parts[:-1], dirfd, self.sw):
+                    fsops.unlink_if_ours(dirfd, parts[-1], published.ino)
+                    return result("conflict", moved)
+                key, dirfd = dirs.add(dirfd), -1
+                return result("created", observed_sha256=c.sha256, linked=True, dir_key=key)
+            existing = fsops.inspect(dirfd, parts[-1], c.sha256, len(data), self.sw)
+            self.sw.point("after_reconcile_hash")
+            if existing.kind == "file" and existing.sha256 == c.sha256:
+                if not fsops.still_in_place(plan.workspace, root_fd, parts[:-1], dirfd, self.sw):
+                    return result(
+                        "conflict", f"the folder holding {c.path!r} was moved or replaced meanwhile; propose again"
+                    )
+                key, dirfd = dirs.add(dirfd), -1
+                detail = "reconciled: a file with exactly the approved bytes was already there (an interrupted "
+                detail += "earlier attempt, or someone else); nothing was overwritten"
+                return result("created", detail, observed_sha256=c.sha256, dir_key=key)
+            return result("conflict", _in_the_way(c.path, existing), observed_sha256=existing.sha256)
+        except fsops.FsyncFailed as exc:
+            return result("failed", f"{exc}; nothing was linked under {c.path!r} by this attempt", stop=True)
+        except OSError as exc:
+            return result("failed", f"cannot create {c.path!r}: {fsops.describe(exc)}; nothing was written there")
+        finally:
+            if dirfd >= 0:
+                os.close(dirfd)
+
+    # -- outcomes ------------------------------------------------------------------------------
+
+    def _record(self, results: list[Result], report: PassReport) -> None:
+        if not results:
+            return
+        records = [r.record() for r in results]
+        if self.sw.bug == "separate_event":
+            recorded = self._record_separately_planted_bug(records)
+        else:
+            recorded = self.store.record_commit_outcomes(
+                records, self.actor, after_row=lambda _pid: self.sw.point("outcome_row_written")
+            )
+        for r in results:
+            r.recorded = recorded[r.proposal_id]
+            report.finished.add(r.proposal_id)
+            report.results.append(r)
+            if self.on_result is not None:
+                self.on_result(r)
+
+    def _record_separately_planted_bug(self, records: list[dict[str, Any]]) -> dict[str, bool]:
+        """PLANTED BUG (tests only): the row commits, then its audit event in a second transaction."""
+        import sqlite3
+
+        from gatekeeper.canonical import now_ts
+
+        recorded: dict[str, bool] = {}
+        for item in records:
+            pid = item["proposal_id"]
+            fields = {k: item[k] for k in ("outcome", "observed_sha256", "final_path", "detail")}
+            try:
+                with self.store.transaction() as tx:
+                    tx.insert("commit_record", {"proposal_id": pid, **fields, "at": now_ts()})
+            except sqlite3.IntegrityError:
+                recorded[pid] = False
+                continue
+            self.sw.point("outcome_row_written")
+            with self.store.transaction() as tx:
+                Store._append(tx, ev.COMMIT_OUTCOME, self.actor, pid, fields)
+            recorded[pid] = True
+        return recorded
+
+
+def _in_the_way(path: str, existing: fsops.Existing) -> str:
+    never = "Gatekeeper never overwrites"
+    if existing.kind == "file":
+        which = f"sha256 {existing.sha256[:16]}…" if existing.sha256 else f"{existing.size:,} bytes"
+        return (
+            f"a different file is already at {path!r} ({which}); {never}: "
+            "move it away and propose again, or propose another name"
+        )
+    if existing.kind == "symlink":
+        return f"a symbolic link is already at {path!r}; {never} and never follows links: remove it and propose again"
+    if existing.kind == "folder":
+        return f"a folder is already at {path!r}; propose another name"
+    if existing.kind == "gone":
+        return f"something was at {path!r} and vanished while it was being inspected; propose again"
+    return f"something that is not a regular file (a FIFO, socket or device) is at {path!r}; {never}"

@@ -1,0 +1,67 @@
+"""``commit --watch``: stay up and commit each approval within a tick, without busy polling.
+
+``PRAGMA data_version`` on one read connection changes only when another connection commits,
+so checking it every 50 ms is one cheap read, and a pass runs only when something changed (or,
+once a second, while a previous pass left work for later). SIGINT and SIGTERM end the loop
+between batches; the exit is clean either way, and a kill -9 is safe too (the next start
+finishes what was interrupted).
+"""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+
+from gatekeeper.commit.committer import Committer
+from gatekeeper.errors import GatekeeperError
+from gatekeeper.store.queries import Reader
+
+POLL_SECONDS = 0.05
+RETRY_SECONDS = 1.0
+
+
+def stop_on_signals(stop: threading.Event) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def watch(
+    committer: Committer,
+    reader: Reader,
+    stop: threading.Event,
+    log: Callable[[str], None],
+    *,
+    poll: float = POLL_SECONDS,
+    retry: float = RETRY_SECONDS,
+) -> None:
+    seen: int | None = None
+    retry_at: float | None = None
+    said: set[str] = set()
+    while not stop.is_set():
+        version = reader.data_version()
+        now = time.monotonic()
+        if version != seen or (retry_at is not None and now >= retry_at):
+            seen, retry_at = version, None
+            try:
+                report = committer.run_pass()
+            except (GatekeeperError, sqlite3.Error, OSError) as exc:
+                message = f"pass failed: {exc}; trying again every {retry:g} s"
+                if message not in said:
+                    log(message)
+                said = {message}
+                retry_at = now + retry
+            else:
+                for message in report.waiting:
+                    if message not in said:
+                        log(message)
+                said = set(report.waiting)
+                if report.stopped or report.unfinished:
+                    retry_at = now + retry
+        stop.wait(poll)
