@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint demo bench clean browser peers
+.PHONY: install test lint demo demo-check bench crash clean browser peers
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,11 +32,19 @@ peers: $(STAMP)
 test: lint browser peers
 	$(PY) -m pytest
 
+# The guided tour: you approve in your browser. demo-check: the same tour, Chromium approves.
 demo: $(STAMP)
-	@PATH="$(abspath $(VENV))/bin:$$PATH" bash scripts/demo.sh
+	$(PY) -m gatekeeper.demo.tour
+
+demo-check: $(STAMP) browser
+	$(PY) -m gatekeeper.demo.tour --headless
 
 bench: $(STAMP)
 	$(PY) bench/run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis dist build
+
+# The big crash campaign: 2,000+ kills of the committer, and how often each planted bug is caught.
+crash: $(STAMP)
+	GATEKEEPER_CRASH_KILLS=2000 GATEKEEPER_CRASH_PLANTED_CAMPAIGNS=20 $(PY) -m pytest -q -s -p no:cacheprovider tests/test_commit_crash.py

@@ -844,6 +844,15 @@ def main(argv: list[str] | None = None) -> int:
         db = big_db(work, s, report)
         audit_queries(db, s, report)
         audit_verify(db, s, report)
+        from commit_bench import figures as commit_figures  # bench/commit_bench.py: figures 5 and 6
+
+        for row in commit_figures(work, quick=s.quick, log=log):
+            report.add(Figure(**row))
+        import proxy_bench  # bench/proxy_bench.py: P1-P3
+        import review_bench  # bench/review_bench.py: R0-R2
+
+        for figure in [*proxy_bench.run(s.quick, work), *review_bench.run(s.quick, work)]:
+            report.add(figure)
         print_table(report, s, work, time.perf_counter() - start)
     except Exception:
         traceback.print_exc()

@@ -1,0 +1,91 @@
+"""``gatekeeper up``: review page + committer, supervised, with a log-in link to start with."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+
+import click
+
+from gatekeeper.cli.context import Ctx, pass_ctx
+from gatekeeper.cli.review_cmd import DEFAULT_PORT, _name, _password
+
+
+@click.command()
+@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True)
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False),
+    envvar="GATEKEEPER_POLICY",
+    help="Policy file. Default: $GATEKEEPER_POLICY, ./policy.yaml, then policy.yaml in the home.",
+)
+@click.option("--reviewer", "reviewer_name", help="On first run: the first reviewer's name (else asked).")
+@click.option("--password-stdin", is_flag=True, help="On first run: read the first reviewer's password from stdin.")
+@pass_ctx
+def up(ctx: Ctx, port: int, policy_file: str | None, reviewer_name: str | None, password_stdin: bool) -> None:
+    """Start the review page and the committer (two child processes) and watch them.
+
+    Prints the review URL and a one-time log-in link, a line for every proposal, decision and
+    commit, and restarts a child that dies. Ctrl-C stops both. Initialises the home and creates
+    the first reviewer on first run.
+    """
+    from gatekeeper.policy import load_policy
+    from gatekeeper.review.auth import Tokens, hash_password
+    from gatekeeper.store import migrate
+    from gatekeeper.store.queries import Reader
+    from gatekeeper.store.store import Store
+    from gatekeeper.up import Child, child_argv, supervise
+
+    home = ctx.home
+    policy = load_policy(policy_file, home=home.path)
+    for problem in policy.check_workspaces():
+        click.echo(f"Warning: {problem}", err=True)
+    if not home.db_path.exists():
+        home.create()
+        home.ensure_key()
+        migrate.upgrade(home.db_path)
+        with Store(home.db_path) as store:
+            store.append_event("init", ctx.actor, {"home": str(home.path), "by": "up"})
+        click.echo(f"Initialised a Gatekeeper home at {home.path}")
+    with Reader(home.require().db_path) as reader:
+        reviewers = [r["name"] for r in reader.reviewers() if r["disabled_at"] is None]
+    if not reviewers:
+        name = _name(reviewer_name or click.prompt("First reviewer's name", default="me"))
+        hashed = hash_password(_password(password_stdin))
+        with Store(home.db_path) as store:
+            store.add_reviewer(name, hashed, actor=ctx.actor)
+        click.echo(f"Added reviewer {name}.")
+        reviewers = [name]
+    who = reviewer_name if reviewer_name in reviewers else reviewers[0]
+
+    children = [
+        Child("review page", child_argv(home, "review", "--port", str(port)), home.log_dir / "review.log"),
+        Child(
+            "committer",
+            child_argv(home, "commit", "--watch", "--policy", str(policy.source)),
+            home.log_dir / "commit.log",
+        ),
+    ]
+
+    def say(line: str) -> None:
+        click.echo(line)
+        sys.stdout.flush()
+
+    def ready() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        with Store(home.db_path) as store:
+            store.append_event("login_link_issued", ctx.actor, {"reviewer": who, "by": "up"})
+        link = f"http://127.0.0.1:{port}/login/link?token={Tokens(home.read_key()).login_link(who)}"
+        say(f"Review page: http://127.0.0.1:{port}/")
+        say(f"Log in as {who} (one-time link, 10 minutes): {link}")
+        say(f"Committing into the workspaces of {policy.source}. Ctrl-C stops.")
+
+    raise SystemExit(supervise(home, children, say=say, ready=ready))

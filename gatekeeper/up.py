@@ -1,0 +1,155 @@
+"""``gatekeeper up``: the review page and the committer as two supervised child processes.
+
+They stay separate processes (each with its own privileges in the design); this only starts
+them, restarts one that dies (with backoff, and says so), stops both on Ctrl-C, and prints a
+line when a proposal arrives, is decided and is committed, by following the audit log.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gatekeeper.home import Home
+
+BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    next_start: float = 0.0
+    started_at: float = 0.0
+    log: object = field(default=None, repr=False)
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+        self.started_at = time.monotonic()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.log is not None:
+            self.log.close()  # type: ignore[attr-defined]
+            self.log = None
+
+    def tail(self, lines: int = 5) -> str:
+        try:
+            text = self.log_path.read_bytes()[-4000:].decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.strip().splitlines()[-lines:])
+
+
+class EventFeed:
+    """New audit events, found by ``PRAGMA data_version`` (no re-query unless something changed)."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, isolation_level=None, timeout=10)
+        row = self.conn.execute("SELECT coalesce(max(seq), 0) FROM audit_event").fetchone()
+        self.after = int(row[0])
+        self.version = None
+
+    def poll(self) -> list[tuple[int, str, str | None, dict[str, object]]]:
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        if version == self.version:
+            return []
+        self.version = version
+        rows = self.conn.execute(
+            "SELECT seq, kind, proposal_id, payload FROM audit_event WHERE seq > ? ORDER BY seq", (self.after,)
+        ).fetchall()
+        if rows:
+            self.after = rows[-1][0]
+        return [(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+
+
+def describe(kind: str, pid: str | None, payload: dict[str, object]) -> str | None:
+    if kind == "proposal_created":
+        where = f"{payload.get('server')}/{payload.get('tool')} → {payload.get('path')}"
+        return f"proposal  {pid}  {where} ({payload.get('size')} bytes)"
+    if kind == "decision":
+        why = f": {payload['reason']}" if payload.get("reason") else ""
+        return f"{payload.get('verdict'):<9} {pid}  by {payload.get('reviewer')}{why}"
+    if kind == "commit_outcome":
+        where = payload.get("final_path") if payload.get("outcome") == "created" else payload.get("detail")
+        return f"{'committed' if payload.get('outcome') == 'created' else payload.get('outcome'):<9} {pid}  {where}"
+    return None
+
+
+def supervise(
+    home: Home,
+    children: list[Child],
+    *,
+    say: Callable[[str], None],
+    ready: Callable[[], None] | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> int:
+    """Run until Ctrl-C/SIGTERM; returns the exit status."""
+    stopping = {"now": False}
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopping["now"] = True
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    feed = EventFeed(home.db_path)
+    try:
+        for child in children:
+            child.start()
+        if ready is not None:
+            ready()
+        while not stopping["now"] and not should_stop():
+            now = time.monotonic()
+            for child in children:
+                if child.proc is None:
+                    if now >= child.next_start:
+                        child.start()
+                        say(f"restarted {child.name} (restart #{child.restarts})")
+                    continue
+                code = child.proc.poll()
+                if code is None:
+                    if now - child.started_at > 60:
+                        child.restarts = 0  # up for a minute: the next crash starts the backoff afresh
+                    continue
+                child.restarts += 1
+                delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (child.restarts - 1))
+                say(f"{child.name} stopped (exit {code}); restarting in {delay:g} s. Last lines of {child.log_path}:")
+                for line in child.tail().splitlines():
+                    say(f"    {line}")
+                child.stop()
+                child.proc = None
+                child.next_start = now + delay
+            for _seq, kind, pid, payload in feed.poll():
+                line = describe(kind, pid, payload)
+                if line:
+                    say(line)
+            time.sleep(0.2)
+        say("stopping…")
+        return 0
+    finally:
+        for child in children:
+            child.stop()
+        feed.conn.close()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def child_argv(home: Home, *args: str) -> list[str]:
+    return [sys.executable, "-m", "gatekeeper", "--home", str(home.path), *args]

@@ -1,0 +1,135 @@
+"""`gatekeeper up`: two supervised children, a log-in link, a line per event, restarts, clean stop."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gatekeeper.home import Home
+from gatekeeper.store.store import Store
+from tests.helpers import draft
+from tests.proxy_support import REPO, write_policy
+from tests.review_support import free_port
+
+
+class Lines:
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.q: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, args=(proc,), daemon=True).start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self.q.put(line.rstrip())
+
+    def wait_for(self, pattern: str, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.q.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            self.seen.append(line)
+            if re.search(pattern, line):
+                return line
+        raise AssertionError(f"no line matching {pattern!r}; saw:\n" + "\n".join(self.seen))
+
+
+def children_of(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+@pytest.mark.slow
+def test_up_runs_both_children_reports_events_restarts_and_stops(tmp_path: Path) -> None:
+    policy = write_policy(tmp_path)
+    home_dir, port = tmp_path / "home", free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gatekeeper",
+            "--home",
+            str(home_dir),
+            "up",
+            "--port",
+            str(port),
+            "--policy",
+            str(policy),
+            "--reviewer",
+            "alice",
+            "--password-stdin",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.stdin is not None
+    proc.stdin.write("a long enough password\n")
+    proc.stdin.close()
+    lines = Lines(proc)
+    try:
+        lines.wait_for("Added reviewer alice")
+        assert lines.wait_for("Review page: ").endswith(f"http://127.0.0.1:{port}/")
+        link = re.search(r"(http://\S+/login/link\?token=\S+)", lines.wait_for("one-time link")).group(1)  # type: ignore[union-attr]
+        client = httpx.Client(follow_redirects=False)
+        assert client.get(link).status_code == 303  # the printed link logs in
+
+        home = Home(home_dir)
+        with Store(home.db_path) as store:
+            p = store.propose(replace(draft("notes/from-up.md", b"hi\n"), workspace=str(tmp_path / "workspace")))
+        lines.wait_for(f"proposal  {p.id}")
+        with Store(home.db_path) as store:
+            store.decide(
+                p.id,
+                verdict="approved",
+                reviewer="alice",
+                sha256=p.sha256,
+                path="notes/from-up.md",
+                key=home.read_key(),
+            )
+        lines.wait_for(f"approved  {p.id}")
+        committed = lines.wait_for(f"{p.id}", timeout=30)
+        assert committed.startswith("committed") and committed.endswith("/workspace/notes/from-up.md"), committed
+        assert (tmp_path / "workspace" / "notes" / "from-up.md").read_bytes() == b"hi\n"
+
+        kids = children_of(proc.pid)
+        assert len(kids) == 2
+        review_pid = next(k for k in kids if "review" in Path(f"/proc/{k}/cmdline").read_text())
+        os.kill(review_pid, signal.SIGKILL)
+        lines.wait_for(r"review page stopped \(exit -9\); restarting in 1 s")
+        lines.wait_for("restarted review page")
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/login").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the review page did not come back"
+            time.sleep(0.2)
+
+        kids = children_of(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        for kid in kids:
+            assert not Path(f"/proc/{kid}").exists() or "zombie" in Path(f"/proc/{kid}/status").read_text().lower()
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://127.0.0.1:{port}/login", timeout=2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
