@@ -103,3 +103,46 @@ def event_count(home: Home, kind: str) -> int:
         return int(conn.execute("SELECT count(*) FROM audit_event WHERE kind = ?", (kind,)).fetchone()[0])
     finally:
         conn.close()
+
+
+CHROMIUM = "/usr/bin/chromium"
+# Debian's Chromium, headless; without the background-networking flags it keeps dialling the closed network.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+
+def start_up(home: Path, port: int, policy: Path, password: str) -> subprocess.Popen[str]:
+    """`gatekeeper up` as a real process, creating reviewer alice from the password on stdin."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gatekeeper",
+            "--home",
+            str(home),
+            "up",
+            "--port",
+            str(port),
+            "--policy",
+            str(policy),
+            "--reviewer",
+            "alice",
+            "--password-stdin",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(password + "\n")
+    proc.stdin.close()
+    return proc

@@ -11,18 +11,7 @@ import pytest
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
 from tests.helpers import draft
-from tests.review_support import PASSWORD, decisions, hashed, review_server
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
+from tests.review_support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, decisions, hashed, review_server
 
 pytestmark = pytest.mark.skipif(
     not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing: `make test` installs Debian's chromium package"
@@ -34,7 +23,7 @@ def browser() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()
 

@@ -251,3 +251,8 @@ def test_tool_pins_first_sight_change_and_acceptance(home: Home, store: Store) -
     ]
     store.accept_tool_changes()  # ...and can be accepted like any other
     assert store.observe_tools("notes", v1) == {"read", "write"}
+
+
+def test_outcome_for_an_unknown_proposal_is_not_found(store: Store) -> None:
+    with pytest.raises(NotFound):
+        store.record_commit_outcome("0" * 26, "created")

@@ -7,7 +7,6 @@ import queue
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import replace
@@ -19,8 +18,8 @@ import pytest
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
 from tests.helpers import draft
-from tests.proxy_support import REPO, write_policy
-from tests.review_support import free_port
+from tests.proxy_support import write_policy
+from tests.review_support import free_port, start_up
 
 
 class Lines:
@@ -56,31 +55,7 @@ def children_of(pid: int) -> list[int]:
 def test_up_runs_both_children_reports_events_restarts_and_stops(tmp_path: Path) -> None:
     policy = write_policy(tmp_path)
     home_dir, port = tmp_path / "home", free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gatekeeper",
-            "--home",
-            str(home_dir),
-            "up",
-            "--port",
-            str(port),
-            "--policy",
-            str(policy),
-            "--reviewer",
-            "alice",
-            "--password-stdin",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert proc.stdin is not None
-    proc.stdin.write("a long enough password\n")
-    proc.stdin.close()
+    proc = start_up(home_dir, port, policy, "a long enough password")
     lines = Lines(proc)
     try:
         lines.wait_for("Added reviewer alice")

@@ -400,7 +400,9 @@ class Store:
             except sqlite3.IntegrityError as exc:
                 if "UNIQUE" in str(exc):
                     raise Conflict(f"proposal {proposal_id} already has an outcome") from None
-                raise NotFound(f"no proposal {proposal_id}") from None
+                if "FOREIGN KEY" in str(exc):
+                    raise NotFound(f"no proposal {proposal_id}") from None
+                raise
             return self._append(
                 conn,
                 ev.COMMIT_OUTCOME,

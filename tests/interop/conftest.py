@@ -4,11 +4,9 @@ person's part through the review page."""
 
 from __future__ import annotations
 
-import os
 import queue
 import re
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -18,19 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.proxy_support import REPO
-from tests.review_support import free_port
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
+from tests.review_support import CHROMIUM, CHROMIUM_ARGS, free_port, start_up
 
 
 @dataclass
@@ -51,32 +37,9 @@ def stack_for(tmp_path: Path) -> Iterator[object]:
         text = policy.read_text()
         if "review_url:" not in text:
             policy.write_text(text.replace("version: 1\n", f"version: 1\nreview_url: http://127.0.0.1:{port}\n", 1))
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gatekeeper",
-                "--home",
-                str(home),
-                "up",
-                "--port",
-                str(port),
-                "--policy",
-                str(policy),
-                "--reviewer",
-                "alice",
-                "--password-stdin",
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
+        proc = start_up(home, port, policy, "interop password 123")
         procs.append(proc)
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write("interop password 123\n")
-        proc.stdin.close()
+        assert proc.stdout is not None
         output: list[str] = []
         link = ""
         for line in proc.stdout:
@@ -115,7 +78,7 @@ class BrowserWorker:
 
         try:
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 self._started.set_result(None)
                 while (job := self._jobs.get()) is not None:
                     fn, args, future = job
