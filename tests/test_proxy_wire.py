@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gatekeeper.home import Home
-from tests.proxy_support import proxy_params, write_policy
+from tests.proxy_support import proxy_params, rows, write_policy
 
 INIT = {
     "jsonrpc": "2.0",
@@ -238,3 +238,33 @@ def test_stdout_stays_clean_when_the_child_spams_stderr_and_stdout(tmp_path: Pat
         assert b"lots of stderr" in (home.path / "logs" / "noisy.log").read_bytes()
     finally:
         proxy.close()
+
+
+def test_forged_request_state_is_refused(tmp_path: Path, home: Home) -> None:
+    """A retry carrying a request_state Gatekeeper did not sign proposes nothing and says so."""
+    proxy = RawProxy(write_policy(tmp_path), home.path)
+    try:
+        for i, state in enumerate(("forged", "eyJwIjoiMDFYIn0.abc.def", 42)):
+            proxy.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": f"f{i}",
+                    "method": "tools/call",
+                    "params": {
+                        "name": "create_note",
+                        "arguments": {"title": "x", "body": "y"},
+                        "requestState": state,
+                        "_meta": ENVELOPE,
+                    },
+                }
+            )
+            answer = proxy.wait_for(f"f{i}")
+            if isinstance(state, str):  # well-formed but not signed by us: a tool error that says so
+                assert answer["result"]["isError"] is True, answer
+                assert "request state is not one Gatekeeper issued" in answer["result"]["content"][0]["text"]
+            else:  # not even a string: the params are invalid
+                assert answer["error"]["code"] == -32602, answer
+        proxy.assert_stdout_is_jsonrpc()
+    finally:
+        proxy.close()
+    assert rows(home.db_path, "SELECT count(*) FROM proposal") == [(0,)]

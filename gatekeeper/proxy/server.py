@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
-from itsdangerous import BadSignature, URLSafeTimedSerializer
 from mcp import MCPError, types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.subscriptions import (
@@ -40,6 +39,7 @@ from gatekeeper.policy import RESERVED_TOOL, Policy
 from gatekeeper.proxy import intake
 from gatekeeper.proxy.catalog import Catalog, Route, definition
 from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
+from gatekeeper.proxy.handoff import HandOff
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
 from gatekeeper.proxy.status import final_result, proposal_status, read_proposal, tool_error, wait_for_outcome
 from gatekeeper.store import events as ev
@@ -47,8 +47,6 @@ from gatekeeper.store.store import Store
 
 log = logging.getLogger("gatekeeper.proxy")
 T = TypeVar("T")
-REQUEST_STATE_AGE = 7 * 24 * 3600  # a hand-off may be answered within a proposal's usual lifetime
-RESUME_WAIT = 15.0  # on a retry, an approved proposal is given this long to be committed
 _HOST_META = "io.modelcontextprotocol/"
 
 
@@ -78,7 +76,7 @@ class Proxy:
         }
         self._refresh_lock = {name: anyio.Lock() for name in self.downstreams}
         self.passthrough = Passthrough(policy, self.downstreams)
-        self.states = URLSafeTimedSerializer(home.read_key(), salt="gatekeeper.proxy.request-state")
+        self.handoff = HandOff(home.read_key(), home.db_path)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.server: Server[Any] = Server(
@@ -340,8 +338,8 @@ class Proxy:
         if wait > 0:
             outcome = await wait_for_outcome(self.home.db_path, proposed.id, wait, self._progress(ctx, wait))
             return final_result(outcome) if outcome is not None else pending
-        if self._can_hand_off(ctx):
-            return self._hand_off(proposed.id, pending)
+        if self.handoff.available(ctx):
+            return self.handoff.request(proposed.id, self.review_url(proposed.id))
         return pending
 
     def _pending_result(self, pid: str, path: str, absolute: str, proposed: Any) -> types.CallToolResult:
@@ -377,58 +375,23 @@ class Proxy:
 
         return tick
 
-    # -- 2026-07-28 hand-off: point the host's user at the review page, then answer the retry -----
-
-    def _can_hand_off(self, ctx: ServerRequestContext[Any]) -> bool:
-        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            return False
-        caps = ctx.session.client_capabilities
-        return bool(caps and caps.elicitation and caps.elicitation.url is not None)
-
-    def _hand_off(self, pid: str, pending: types.CallToolResult) -> types.InputRequiredResult:
-        message = (
-            "A person must approve this proposed file on Gatekeeper's review page. Open the page, decide there, "
-            "then continue: answering here does not approve anything."
-        )
-        return types.InputRequiredResult(
-            input_requests={
-                "gatekeeper_review": types.ElicitRequest(
-                    params=types.ElicitRequestURLParams(message=message, url=self.review_url(pid))
-                )
-            },
-            request_state=self.states.dumps({"p": pid}),
-        )
-
     async def _resume(self, ctx: ServerRequestContext[Any], state: Any) -> types.CallToolResult:
-        """The host retried after the hand-off. Its elicitation answer is never an approval."""
-        try:
-            data = self.states.loads(state, max_age=REQUEST_STATE_AGE) if isinstance(state, str) else None
-        except BadSignature:
-            data = None
-        pid = data.get("p") if isinstance(data, dict) else None
-        if not isinstance(pid, str):
+        """The host retried after the hand-off (see proxy/handoff.py)."""
+        pid = self.handoff.proposal_of(state)
+        if pid is None:
             await self.event(ev.PROPOSAL_REFUSED, {"why": "request_state forged, altered or expired"})
             return tool_error(
                 "Not proposed: the request state is not one Gatekeeper issued (or it expired). Call again."
             )
-        answers = (ctx.params or {}).get("inputResponses") or {}
-        await self.event(
-            "handoff_resumed",
-            {"answer": (answers.get("gatekeeper_review") or {}).get("action") if isinstance(answers, dict) else None},
-            proposal_id=pid,
-        )
-        outcome = await wait_for_outcome(self.home.db_path, pid, RESUME_WAIT, stop_while_pending=True)
-        if outcome is not None and outcome["status"] != "pending":
+        await self.event("handoff_resumed", {"answer": self.handoff.answer(ctx)}, proposal_id=pid)
+        outcome = await self.handoff.outcome(pid)
+        if outcome is not None:
             return final_result(outcome)
         detail = await read_proposal(self.home.db_path, pid)
         if detail is None:
             return tool_error(f"No proposal {pid}.")
-        return self._pending_result(
-            pid,
-            detail["path"],
-            f"{detail['workspace']}/{detail['path']}",
-            _Shown(detail["size"], detail["sha256"], detail["expires_at"], created=True),
-        )
+        shown = _Shown(detail["size"], detail["sha256"], detail["expires_at"], created=True)
+        return self._pending_result(pid, detail["path"], f"{detail['workspace']}/{detail['path']}", shown)
 
 
 @dataclass(frozen=True)
