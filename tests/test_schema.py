@@ -64,7 +64,7 @@ EXPECTED_INDEXES = {
     "ix_proposal_retry",
     "ix_audit_event_at",
     "ix_audit_event_kind",
-    "ix_audit_event_proposal_id",
+    "ix_audit_event_proposal_kind",
     "ix_review_session_reviewer",
     "ix_tool_acceptance_tool",
 }
@@ -151,14 +151,14 @@ def test_older_schema_says_to_upgrade(tmp_path: Path) -> None:
     """A database at an older revision than the code: simulated with a migrations copy that adds one."""
     migrations = tmp_path / "migrations"
     shutil.copytree(migrations_dir(), migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    (migrations / "versions" / "0003_extra.py").write_text(
-        'revision = "0003"\ndown_revision = "0002"\nbranch_labels = None\ndepends_on = None\n'
+    (migrations / "versions" / "0004_extra.py").write_text(
+        'revision = "0004"\ndown_revision = "0003"\nbranch_labels = None\ndepends_on = None\n'
         "from alembic import op\n\n\ndef upgrade():\n    op.execute('CREATE TABLE extra (x INTEGER)')\n"
     )
     db = tmp_path / "gatekeeper.db"
-    migrate.upgrade(db)  # the shipped migrations: at 0002
+    migrate.upgrade(db)  # the shipped migrations: at 0003
     st = migrate.status(db, migrations)
-    assert (st.current, st.head, st.pending) == ("0002", "0003", ("0003",))
+    assert (st.current, st.head, st.pending) == ("0003", "0004", ("0004",))
     migrate.upgrade(db, migrations)
     assert migrate.status(db, migrations).up_to_date
     assert sqlite3.connect(db).execute("SELECT count(*) FROM extra").fetchone() == (0,)
@@ -168,8 +168,8 @@ def test_failing_migration_rolls_back_whole(tmp_path: Path) -> None:
     """A revision that fails half-way leaves no table of its own and the version unchanged."""
     migrations = tmp_path / "migrations"
     shutil.copytree(migrations_dir(), migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    (migrations / "versions" / "0003_broken.py").write_text(
-        'revision = "0003"\ndown_revision = "0002"\nbranch_labels = None\ndepends_on = None\n'
+    (migrations / "versions" / "0004_broken.py").write_text(
+        'revision = "0004"\ndown_revision = "0003"\nbranch_labels = None\ndepends_on = None\n'
         "from alembic import op\n\n\ndef upgrade():\n"
         "    op.execute('CREATE TABLE half_done (x INTEGER)')\n"
         "    op.execute('INSERT INTO no_such_table VALUES (1)')\n"
@@ -179,5 +179,5 @@ def test_failing_migration_rolls_back_whole(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="no_such_table"):
         migrate.upgrade(db, migrations)
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0002",)
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0003",)
     assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchone() is None

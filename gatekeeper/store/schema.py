@@ -7,6 +7,7 @@ Times are canonical UTC text (see ``gatekeeper.canonical.format_ts``) so that th
 
 from __future__ import annotations
 
+from sqlalchemy import Index
 from sqlmodel import Field, SQLModel
 
 APPEND_ONLY_TABLES = (
@@ -72,12 +73,13 @@ class CommitRecord(SQLModel, table=True):
 
 class AuditEvent(SQLModel, table=True):
     __tablename__ = "audit_event"
+    __table_args__ = (Index("ix_audit_event_proposal_kind", "proposal_id", "kind"),)
 
     seq: int = Field(primary_key=True)  # 1, 2, 3 ... assigned inside BEGIN IMMEDIATE
     at: str = Field(index=True)
     kind: str = Field(index=True)
     actor: str
-    proposal_id: str | None = Field(default=None, index=True)
+    proposal_id: str | None = None
     payload: str  # canonical JSON object
     prev_hash: str
     hash: str
