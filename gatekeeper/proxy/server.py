@@ -13,7 +13,6 @@ import logging
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
@@ -333,7 +332,15 @@ class Proxy:
             )
             return tool_error(f"Not proposed: {exc}")
         proposed = await self._db(self.store.propose, draft, self.actor)
-        pending = self._pending_result(proposed.id, draft.path, f"{server.workspace}/{draft.path}", proposed)
+        pending = self._pending_result(
+            proposed.id,
+            draft.path,
+            f"{server.workspace}/{draft.path}",
+            proposed.size,
+            proposed.sha256,
+            proposed.expires_at,
+            repeat=not proposed.created,
+        )
         wait = route.rule.propose.wait_seconds
         if wait > 0:
             outcome = await wait_for_outcome(self.home.db_path, proposed.id, wait, self._progress(ctx, wait))
@@ -342,25 +349,27 @@ class Proxy:
             return self.handoff.request(proposed.id, self.review_url(proposed.id))
         return pending
 
-    def _pending_result(self, pid: str, path: str, absolute: str, proposed: Any) -> types.CallToolResult:
+    def _pending_result(
+        self, pid: str, path: str, absolute: str, size: int, sha256: str, expires_at: str, *, repeat: bool
+    ) -> types.CallToolResult:
         url = self.review_url(pid)
         summary = {
             "proposal_id": pid,
             "status": "pending_approval",
             "destination": path,
             "absolute_path": absolute,
-            "size": proposed.size,
-            "sha256": proposed.sha256,
-            "expires_at": proposed.expires_at,
+            "size": size,
+            "sha256": sha256,
+            "expires_at": expires_at,
             "review_url": url,
-            "repeat": not getattr(proposed, "created", True),
+            "repeat": repeat,
         }
         text = (
-            f"Proposed, not written: {path} ({proposed.size} bytes, sha256 {proposed.sha256[:16]}…). "
+            f"Proposed, not written: {path} ({size} bytes, sha256 {sha256[:16]}…). "
             f"Status: pending_approval. A person must approve this exact content at {url} before the file is "
             f"created. Proposal id: {pid} (check it with {RESERVED_TOOL})."
         )
-        if summary["repeat"]:
+        if repeat:
             text = "This identical proposal is already pending. " + text
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=summary)
 
@@ -390,13 +399,12 @@ class Proxy:
         detail = await read_proposal(self.home.db_path, pid)
         if detail is None:
             return tool_error(f"No proposal {pid}.")
-        shown = _Shown(detail["size"], detail["sha256"], detail["expires_at"], created=True)
-        return self._pending_result(pid, detail["path"], f"{detail['workspace']}/{detail['path']}", shown)
-
-
-@dataclass(frozen=True)
-class _Shown:
-    size: int
-    sha256: str
-    expires_at: str
-    created: bool
+        return self._pending_result(
+            pid,
+            detail["path"],
+            f"{detail['workspace']}/{detail['path']}",
+            detail["size"],
+            detail["sha256"],
+            detail["expires_at"],
+            repeat=False,
+        )

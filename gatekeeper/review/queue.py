@@ -6,8 +6,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gatekeeper.canonical import now_ts
-from gatekeeper.store.queries import _STATUS_WHERE as STATUS_WHERE  # one definition of each status
-from gatekeeper.store.queries import ProposalRow, Reader
+from gatekeeper.store.queries import (
+    STATUS_WHERE,  # one definition of each status
+    ProposalRow,
+    Reader,
+)
 
 PAGE_SIZE = 50
 

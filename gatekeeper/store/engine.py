@@ -26,16 +26,18 @@ def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
     cur.close()
 
 
-def make_engine(db_path: Path, *, immediate: bool) -> Engine:
-    """An engine whose transactions begin IMMEDIATE (writers) or DEFERRED (readers)."""
+def make_engine(db_path: Path) -> Engine:
+    """A writer's engine: every transaction SQLAlchemy opens (Alembic's included) is BEGIN IMMEDIATE.
+
+    Reads go through ``queries.Reader`` (plain sqlite3, read-only), not through this engine.
+    """
     # A pooled connection stays open: reconnecting per transaction re-ran the PRAGMAs and let the
     # last close checkpoint and delete the WAL, which cost ~1 ms and two fsyncs a write (bench/).
     engine = create_engine(f"sqlite:///{db_path}", pool_size=1, max_overflow=4)
     event.listen(engine, "connect", _on_connect)
-    begin_sql = "BEGIN IMMEDIATE" if immediate else "BEGIN"
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Any) -> None:
-        conn.exec_driver_sql(begin_sql)
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine

@@ -64,7 +64,7 @@ def upgrade(db_path: Path, migrations: Path | None = None) -> SchemaStatus:
     if before.up_to_date:
         return before
     cfg = _config(migrations)
-    engine = make_engine(db_path, immediate=True)
+    engine = make_engine(db_path)
     try:
         with engine.connect() as conn:
             cfg.attributes["connection"] = conn

@@ -29,7 +29,7 @@ STATUS_SQL = """CASE
 # For each status, a WHERE clause equivalent to the CASE above. Pending uses the expires_at
 # index. The others wrap the joined column in coalesce() so SQLite keeps the LEFT JOIN and walks
 # created_at newest first, stopping at LIMIT, instead of scanning and sorting every match (bench/).
-_STATUS_WHERE = {
+STATUS_WHERE = {
     "pending": "d.proposal_id IS NULL AND p.expires_at > :now",
     "expired": "d.proposal_id IS NULL AND p.expires_at <= :now",
     "rejected": "coalesce(d.verdict, '') = 'rejected' AND c.proposal_id IS NULL",
@@ -100,7 +100,7 @@ class Reader:
         """Newest first."""
         where, params = [], {"now": now or now_ts()}
         if status is not None:
-            where.append(_STATUS_WHERE[status])
+            where.append(STATUS_WHERE[status])
         if server is not None:
             where.append("p.server = :server")
             params["server"] = server

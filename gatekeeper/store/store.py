@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from gatekeeper import signing
 from gatekeeper.canonical import canonical_json, new_id, now_ts, sha256_hex
@@ -25,8 +25,6 @@ from gatekeeper.store.chain import GENESIS, event_hash
 from gatekeeper.store.engine import make_engine
 from gatekeeper.store.schema import OUTCOMES, VERDICTS, Reviewer
 from gatekeeper.store.version import check_schema
-
-_reviewer = Reviewer.__table__  # type: ignore[attr-defined]
 
 
 @lru_cache(maxsize=64)
@@ -99,22 +97,16 @@ class Proposed:
 
 
 class Store:
-    """A Gatekeeper database. ``Store.open`` checks the schema; writes go through the methods below."""
+    """A Gatekeeper database: opening checks the schema; writes go through the methods below."""
 
     def __init__(self, db_path: Path, *, check: bool = True) -> None:
         self.db_path = Path(db_path)
         if check:
             check_schema(self.db_path)
-        self.writer: Engine = make_engine(self.db_path, immediate=True)
-        self.reader: Engine = make_engine(self.db_path, immediate=False)
-
-    @classmethod
-    def open(cls, db_path: Path) -> Store:
-        return cls(db_path)
+        self.writer: Engine = make_engine(self.db_path)
 
     def close(self) -> None:
         self.writer.dispose()
-        self.reader.dispose()
 
     def __enter__(self) -> Store:
         return self
@@ -444,9 +436,11 @@ class Store:
             return self._append(conn, ev.REVIEWER_PASSWORD, actor, None, {"reviewer": name})
 
     def reviewer(self, name: str) -> Reviewer | None:
-        with self.reader.connect() as conn:
-            row = conn.execute(select(_reviewer).where(_reviewer.c.name == name)).first()
-        return Reviewer.model_validate(row._mapping) if row else None
+        with self.transaction() as conn:
+            row = conn.first(
+                "SELECT name, password_hash, created_at, disabled_at FROM reviewer WHERE name = ?", (name,)
+            )
+        return Reviewer(name=row[0], password_hash=row[1], created_at=row[2], disabled_at=row[3]) if row else None
 
     # -- tool definition pins ----------------------------------------------------------------
 
