@@ -63,7 +63,7 @@ async def test_tools_listed_by_policy(setup: tuple[Path, Path, Path], mode: str)
     assert "delete_note" not in tools  # denied: not named in the policy
     assert tools["create_note"].description.startswith("[Gatekeeper] Calling this tool does not write anything")
     assert tools["create_note"].output_schema is None
-    assert tools["read_note"].output_schema == tools["read_note"].output_schema  # passed through as listed
+    assert tools["read_note"].output_schema is not None  # an allowed tool keeps the schema its server lists
     assert tools["gatekeeper_proposal_status"].annotations.read_only_hint is True
 
 
