@@ -13,6 +13,7 @@ import stat
 import unicodedata
 from pathlib import Path, PurePosixPath
 
+from gatekeeper import invisible
 from gatekeeper.errors import InvalidInput
 
 MAX_COMPONENT_BYTES = 255
@@ -45,7 +46,7 @@ class PathRefused(InvalidInput):
 
 
 def _refuse(raw: str, why: str, hint: str) -> PathRefused:
-    return PathRefused(f"destination {raw!r} refused: {why}", hint)
+    return PathRefused(f"destination {invisible.escaped(raw)} refused: {why}", hint)
 
 
 def normalise_destination(raw: object, workspace: Path) -> str:
@@ -54,29 +55,37 @@ def normalise_destination(raw: object, workspace: Path) -> str:
         raise PathRefused(f"destination must be a string, got {type(raw).__name__}", "pass a relative path")
     if raw == "":
         raise _refuse(raw, "it is empty", "pass a relative path such as notes/idea.md")
-    for ch in raw:
+    for position, ch in enumerate(raw, start=1):
         if ch in _LOOKALIKES:
             raise _refuse(
                 raw,
-                f"it contains U+{ord(ch):04X} {_LOOKALIKES[ch]}, which looks like another character",
-                "use plain ASCII '/' and '.'",
+                f"it contains U+{ord(ch):04X} {_LOOKALIKES[ch]} at position {position}, "
+                "which looks like another character",
+                "use plain ASCII '/' and '.', and plain single spaces",
             )
-        category = unicodedata.category(ch)
-        if category in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
-            name = unicodedata.name(ch, "control or invisible character")
+        what = invisible.kind(ch)
+        if what is not None:
             raise _refuse(
                 raw,
-                f"it contains U+{ord(ch):04X} ({name}), an invisible or control character",
-                "remove it; names must be visible text",
+                f"it contains {invisible.code_point(ch)} {invisible.name(ch)} ({what}) at position {position}",
+                "use plain spaces (U+0020), one at a time"
+                if unicodedata.category(ch) == "Zs"
+                else "use visible characters only; a name must read the same on the page as on disk",
             )
-        if category == "Zs" and ch != " ":
-            raise _refuse(raw, f"it contains U+{ord(ch):04X}, a space that is not U+0020", "use a plain space")
         if ch in _FORBIDDEN_CHARS:
             raise _refuse(
                 raw,
                 f"it contains {ch!r}, which is not allowed in names",
                 "use '/' between folders, and no < > : \" | ? * \\",
             )
+    run = raw.find("  ")
+    if run >= 0:
+        length = len(raw[run:]) - len(raw[run:].lstrip(" "))
+        raise _refuse(
+            raw,
+            f"it has {length} spaces in a row at position {run + 1}, which a reader takes for one",
+            "use single spaces between words",
+        )
     if unicodedata.normalize("NFKC", raw) != raw:
         raise _refuse(
             raw,
@@ -114,12 +123,15 @@ def _check_component(raw: str, part: str) -> None:
         raise _refuse(raw, f"it contains {part!r}", "name the destination directly, inside the workspace")
     if part.startswith("."):
         raise _refuse(raw, f"{part!r} is a hidden name (like .git or .env)", "use a name that does not start with '.'")
-    if part != part.strip(" ") or part.endswith("."):
+    if part != part.strip(" "):
+        where = "starts" if part.startswith(" ") else "ends"
         raise _refuse(
             raw,
-            f"{part!r} starts or ends with a space, or ends with a dot",
-            "remove the leading/trailing spaces and dots",
+            f"the name {invisible.escaped(part)} {where} with a space, which a reader cannot see",
+            "remove the space at the start or end of each name",
         )
+    if part.endswith("."):
+        raise _refuse(raw, f"the name {invisible.escaped(part)} ends with a dot", "remove the trailing dot")
     if len(part.encode("utf-8")) > MAX_COMPONENT_BYTES:
         raise _refuse(raw, f"a component is longer than {MAX_COMPONENT_BYTES} bytes", "use a shorter name")
     if part.split(".")[0].lower() in _WINDOWS_RESERVED:

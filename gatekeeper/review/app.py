@@ -67,6 +67,7 @@ def create_app(config: Config) -> FastAPI:
     tokens = auth.Tokens(home.read_key())
     chain = ChainWatch(home.db_path)
     templates = Jinja2Templates(directory=str(templates_dir()))
+    templates.env.filters["marked"] = render.marks  # paths on the page: hidden characters marked
     secure = config.scheme == "https"
 
     @asynccontextmanager
