@@ -18,7 +18,7 @@ import pytest
 
 from tests.proxy_support import REPO, proxy_params, write_policy
 from tests.review_support import free_port
-from tests.test_up import Lines
+from tests.test_up import Lines, stop
 
 USUAL_UMASK = 0o022
 
@@ -114,9 +114,7 @@ def test_up_on_a_new_home_makes_everything_private(tmp_path: Path) -> None:
         assert not_private(home) == []
         assert not any(re.search("Warning: .*review_url", line) for line in lines.seen)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 @pytest.mark.anyio
