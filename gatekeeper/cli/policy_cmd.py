@@ -81,7 +81,11 @@ def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool
     if errors:
         for error in errors:
             click.echo(f"Error: {error}", err=True)
-        click.echo("  → the proxy could not start these servers; fix their command (or PATH in their env)", err=True)
+        click.echo(
+            "  → a proxy started from this environment could not start them: use an absolute command or set PATH "
+            "in the server's env (`gatekeeper host-config` writes the PATH a host needs)",
+            err=True,
+        )
         raise SystemExit(1)
 
 
