@@ -129,8 +129,8 @@ def _unstartable(path: Path, env: Mapping[str, str], cwd: Path) -> str | None:
     try:
         with open(path, "rb") as f:
             head = f.read(_SHEBANG_MAX)
-    except OSError as exc:
-        return f"command {str(path)!r} cannot be read: {exc.strerror or exc}"
+    except OSError:
+        return None  # executable but not readable (mode 0711): nothing more to check
     if not head.startswith(b"#!"):
         return None
     words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
