@@ -1,7 +1,10 @@
 """Where Gatekeeper keeps its state: one private folder with the database and the signing key.
 
 ``secret.key`` lives beside the database and never in it, so a copy of the database
-alone cannot forge decisions.
+alone cannot forge decisions. Everything in the home is private: folders 0700, files 0600.
+``setup_home`` is the one way a home is made (``gatekeeper init`` and ``gatekeeper up`` both
+call it), and ``PRIVATE_UMASK`` is set by the CLI for every process, so files made later
+(logs, ``commit.lock``) are private too.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ ENV_HOME = "GATEKEEPER_HOME"
 DB_NAME = "gatekeeper.db"
 KEY_NAME = "secret.key"
 KEY_BYTES = 32
+PRIVATE_UMASK = 0o077  # files 0600, folders 0700, whoever creates them
 
 
 def default_home() -> Path:
@@ -77,6 +81,34 @@ class Home:
         os.chmod(self.path, 0o700)
         return not existed
 
+    def ensure_db_file(self) -> bool:
+        """Create an empty ``gatekeeper.db`` (0600) exclusively; return True when made now.
+
+        SQLite gives ``-wal`` and ``-shm`` the mode of the database file, so creating it private
+        before SQLite opens it keeps all three private whatever the umask.
+        """
+        try:
+            os.close(os.open(self.db_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        except FileExistsError:
+            return False
+        return True
+
+    def tighten_db_files(self) -> list[str]:
+        """Make an existing database (and its -wal, -shm) 0600; return the names that were looser.
+
+        Homes first made by an older ``gatekeeper up`` have a world-readable database.
+        """
+        tightened = []
+        for path in (self.db_path, self.path / f"{DB_NAME}-wal", self.path / f"{DB_NAME}-shm"):
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) & 0o077:
+                os.chmod(path, 0o600)
+                tightened.append(path.name)
+        return tightened
+
     def ensure_key(self) -> bool:
         """Create ``secret.key`` (0600, 32 random bytes) exclusively; return True when made now."""
         try:
@@ -110,3 +142,53 @@ class Home:
                 "restore it from a backup; a new key invalidates every recorded decision signature",
             )
         return key
+
+
+@dataclass(frozen=True)
+class SetupResult:
+    """What ``setup_home`` had to create or apply (all False/empty: the home was ready)."""
+
+    created_home: bool
+    created_key: bool
+    created_db: bool
+    applied: tuple[str, ...]
+    tightened: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return self.created_home or self.created_key or self.created_db or bool(self.applied or self.tightened)
+
+
+def setup_home(home: Home, actor: str, by: str) -> SetupResult:
+    """Make ``home`` ready, creating only what is missing, and record an ``init`` event if anything was.
+
+    The one path for ``gatekeeper init`` and the first run of ``gatekeeper up``: folder and
+    ``logs/`` 0700, ``secret.key`` and ``gatekeeper.db`` 0600 from their first byte, then migrated.
+    """
+    from gatekeeper.store import events as ev
+    from gatekeeper.store import migrate
+    from gatekeeper.store.store import Store
+
+    created_home = home.create()
+    home.log_dir.mkdir(mode=0o700, exist_ok=True)
+    created_key = home.ensure_key()
+    created_db = home.ensure_db_file()
+    tightened = tuple(home.tighten_db_files())
+    before = migrate.upgrade(home.db_path)
+    result = SetupResult(created_home, created_key, created_db, tuple(before.pending), tightened)
+    if result.changed:
+        with Store(home.db_path) as store:
+            store.append_event(
+                ev.INIT,
+                actor,
+                {
+                    "home": str(home.path),
+                    "by": by,
+                    "created_home": created_home,
+                    "created_key": created_key,
+                    "created_db": created_db,
+                    "applied": list(before.pending),
+                    "tightened": list(tightened),
+                },
+            )
+    return result

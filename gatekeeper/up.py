@@ -8,6 +8,7 @@ line when a proposal arrives, is decided and is committed, by following the audi
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -16,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from gatekeeper.home import Home
 
@@ -35,7 +37,8 @@ class Child:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        self.log = os.fdopen(fd, "ab")  # closed in stop()
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         self.started_at = time.monotonic()
 
@@ -153,3 +156,35 @@ def supervise(
 
 def child_argv(home: Home, *args: str) -> list[str]:
     return [sys.executable, "-m", "gatekeeper", "--home", str(home.path), *args]
+
+
+_LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+
+
+def review_port(review_url: str) -> int | None:
+    """The port ``gatekeeper up`` must listen on for the policy's ``review_url``.
+
+    None when the URL names another machine (a reverse proxy in front): then its port says
+    nothing about ours.
+    """
+    parts = urlsplit(review_url)
+    host = (parts.hostname or "").lower()
+    if not (host in _LOCAL_HOSTS or host.startswith("127.")):
+        return None
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    return port or (443 if parts.scheme == "https" else 80)
+
+
+def port_mismatch(review_url: str, port: int, policy_display: str) -> str | None:
+    """Why agents would be handed a dead link, and what to do; None when the two agree."""
+    wanted = review_port(review_url)
+    if wanted is None or wanted == port:
+        return None
+    return (
+        f"{policy_display} sends agents to review_url {review_url} (port {wanted}), but the review page "
+        f"listens on port {port}: every link agents are given would be dead. Run `gatekeeper up --port {wanted}`, "
+        f"or change review_url in {policy_display} to http://127.0.0.1:{port}"
+    )

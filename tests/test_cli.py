@@ -351,6 +351,13 @@ def test_log_follow_prints_events_appended_by_another_process(home: Home) -> Non
 # -- policy check ----------------------------------------------------------------------------
 
 REPO = Path(__file__).resolve().parent.parent
+VENV_BIN = str(Path(sys.executable).absolute().parent)
+
+
+@pytest.fixture(autouse=True)
+def _venv_python_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in a shell with the venv active: the example policy's bare `python` is found there."""
+    monkeypatch.setenv("PATH", f"{VENV_BIN}:/usr/bin:/bin")
 
 
 def test_policy_check_prints_the_effective_rules(home: Home, tmp_path: Path) -> None:
@@ -359,6 +366,8 @@ def test_policy_check_prints_the_effective_rules(home: Home, tmp_path: Path) -> 
     (tmp_path / "workspace").mkdir()
     out = run("policy", "check", "--policy", str(policy))
     assert "create_note" in out and "propose" in out and "Tools not named above are denied." in out
+    listen = f"(`gatekeeper up --policy {policy}` listens on port 8765 for it)"
+    assert f"Review page for agents: http://127.0.0.1:8765 {listen}" in out
     rows = jsonl(run("policy", "check", "--policy", str(policy), "--json"))
     assert {r["tool"]: r["action"] for r in rows} == {
         "read_note": "allow",
@@ -408,3 +417,60 @@ def test_policy_check_shows_and_accepts_tool_changes(home: Home, tmp_path: Path)
     assert "Withheld" not in result.stderr
     kinds = [e["kind"] for e in jsonl(run("audit", "log", "--json"))]
     assert kinds[-1] == "tool_change_accepted"
+
+
+def bad_command_policy(tmp_path: Path, command: str) -> Path:
+    policy = tmp_path / "policy.yaml"
+    shutil.copy(REPO / "policy.yaml", policy)
+    policy.write_text(policy.read_text().replace("command: python ", f"command: {command} "))
+    (tmp_path / "workspace").mkdir(exist_ok=True)
+    return policy
+
+
+def test_policy_check_fails_when_a_command_is_not_on_the_path(
+    home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = bad_command_policy(tmp_path, "pythn")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    result = CliRunner().invoke(cli, ["policy", "check", "--policy", str(policy)])
+    assert result.exit_code == 1, result.output
+    assert "create_note" in result.stdout  # the rules are still shown
+    line = next(n for n, text in enumerate(policy.read_text().splitlines(), 1) if "command: pythn" in text)
+    assert (
+        f"Error: {policy}:{line}: servers.notes.command: server 'notes': command 'pythn' not found on PATH "
+        "(/usr/bin:/bin); use an absolute path or set PATH in the server's env"
+    ) in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_policy_check_fails_when_a_command_cannot_start(home: Home, tmp_path: Path) -> None:
+    server = tmp_path / "bin" / "notes-server"
+    server.parent.mkdir()
+    server.write_text("#!/opt/nowhere/python3\n")
+    server.chmod(0o755)
+    policy = bad_command_policy(tmp_path, "./bin/notes-server")
+    result = CliRunner().invoke(cli, ["policy", "check", "--policy", str(policy)])
+    assert result.exit_code == 1
+    assert f"command '{server}' needs the #! interpreter /opt/nowhere/python3" in result.stderr
+    server.write_text("#!/bin/sh\n")
+    server.chmod(0o644)
+    result = CliRunner().invoke(cli, ["policy", "check", "--policy", str(policy)])
+    assert result.exit_code == 1 and f"command '{server}' is not executable (chmod +x {server})" in result.stderr
+
+
+def test_policy_check_of_a_missing_command_as_a_process(tmp_path: Path) -> None:
+    policy = bad_command_policy(tmp_path, "pythn")
+    result = gk("policy", "check", "--policy", str(policy), env_home=tmp_path / "h", cwd="/")
+    assert result.returncode == 1
+    assert "servers.notes.command: server 'notes': command 'pythn' not found on PATH" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_policy_check_names_the_port_up_must_use(home: Home, tmp_path: Path) -> None:
+    policy = bad_command_policy(tmp_path, "python")
+    policy.write_text(policy.read_text().replace("http://127.0.0.1:8765", "http://localhost:9123/review"))
+    out = run("policy", "check", "--policy", str(policy))
+    listen = f"(`gatekeeper up --policy {policy}` listens on port 9123 for it)"
+    assert f"Review page for agents: http://localhost:9123/review {listen}" in out
+    policy.write_text(policy.read_text().replace("http://localhost:9123/review", "https://review.example.org"))
+    assert "https://review.example.org (not a local address" in run("policy", "check", "--policy", str(policy))

@@ -17,6 +17,7 @@ import pytest
 
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
+from gatekeeper.up import port_mismatch, review_port
 from tests.helpers import draft
 from tests.proxy_support import write_policy
 from tests.review_support import free_port, start_up
@@ -108,3 +109,57 @@ def test_up_runs_both_children_reports_events_restarts_and_stops(tmp_path: Path)
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@pytest.mark.slow
+def test_up_warns_when_review_url_names_another_port(tmp_path: Path) -> None:
+    wanted, port = free_port(), free_port()
+    policy = write_policy(tmp_path)
+    policy.write_text(
+        policy.read_text().replace("version: 1\n", f"version: 1\nreview_url: http://127.0.0.1:{wanted}\n")
+    )
+    proc = start_up(tmp_path / "home", port, policy, "a long enough password")
+    lines = Lines(proc)
+    try:
+        warning = lines.wait_for("Warning: .*review_url")
+        assert f"review_url http://127.0.0.1:{wanted} (port {wanted})" in warning
+        assert f"listens on port {port}" in warning
+        assert f"`gatekeeper up --port {wanted}`" in warning and f"http://127.0.0.1:{port}" in warning
+        lines.wait_for("one-time link")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        stop(proc)
+
+
+@pytest.mark.parametrize(
+    ("url", "port"),
+    [
+        ("http://127.0.0.1:8765", 8765),
+        ("http://localhost:9000/review", 9000),
+        ("http://[::1]:9001", 9001),
+        ("http://127.0.0.1", 80),
+        ("https://localhost", 443),
+        ("https://review.example.org:8765", None),
+    ],
+)
+def test_review_port_of_a_review_url(url: str, port: int | None) -> None:
+    assert review_port(url) == port
+
+
+def test_port_mismatch_only_for_a_local_url_on_another_port() -> None:
+    assert port_mismatch("http://127.0.0.1:8765", 8765, "policy.yaml") is None
+    assert port_mismatch("https://review.example.org", 8765, "policy.yaml") is None
+    said = port_mismatch("http://127.0.0.1:8765", 9000, "policy.yaml")
+    assert said is not None and "--port 8765" in said and "http://127.0.0.1:9000" in said
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """Stop `up` the way that also stops its children (SIGINT), killing it only if that fails."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

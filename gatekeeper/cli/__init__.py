@@ -1,12 +1,17 @@
 """The ``gatekeeper`` command: a thin edge that turns options into domain calls and
 domain errors into one clear line on stderr (never a traceback).
 
+Every command runs under ``PRIVATE_UMASK`` (0o077): the proxy, review page, committer, ``up``
+and its children, ``init`` and ``audit`` all may create files in the home (the database's
+``-wal`` and ``-shm``, logs, ``commit.lock``), and each must be private from its first byte.
+
 Each subcommand module imports only what it runs, so ``gatekeeper proxy`` never pays for
 FastAPI and ``gatekeeper audit`` never loads Alembic.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -16,6 +21,7 @@ from gatekeeper import __version__
 from gatekeeper.cli import admin, audit, commit_cmd, host_cmd, policy_cmd, proxy_cmd, review_cmd, up_cmd
 from gatekeeper.cli.context import Ctx
 from gatekeeper.errors import GatekeeperError
+from gatekeeper.home import PRIVATE_UMASK
 
 
 class Group(click.Group):
@@ -42,6 +48,8 @@ class Group(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, home: str | None) -> None:
     """Gatekeeper: every write an AI agent makes through MCP waits for a person's approval."""
+    previous = os.umask(PRIVATE_UMASK)
+    ctx.call_on_close(lambda: os.umask(previous))  # for in-process callers (tests); a process just exits
     ctx.obj = Ctx(home)
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from gatekeeper.cli.context import Ctx, pass_ctx
@@ -19,32 +17,16 @@ def init(ctx: Ctx) -> None:
 
     Safe to run again: it creates only what is missing.
     """
-    from gatekeeper.store import migrate
-    from gatekeeper.store.store import Store
+    from gatekeeper.home import setup_home
 
     home = ctx.home
-    created_home = home.create()
-    created_key = home.ensure_key()
-    new_db = not home.db_path.exists()
-    if new_db:  # private from the first byte, like secret.key
-        os.close(os.open(home.db_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
-    before = migrate.upgrade(home.db_path)
-    with Store(home.db_path) as store:
-        if created_home or created_key or new_db or not before.up_to_date:
-            store.append_event(
-                ev.INIT,
-                ctx.actor,
-                {
-                    "home": str(home.path),
-                    "created_home": created_home,
-                    "created_key": created_key,
-                    "created_db": new_db,
-                    "applied": list(before.pending),
-                },
-            )
-            click.echo(f"Initialised Gatekeeper home at {home.path}")
-        else:
-            click.echo(f"Gatekeeper home at {home.path} is already initialised; nothing to do")
+    result = setup_home(home, ctx.actor, by="init")
+    for name in result.tightened:
+        click.echo(f"Made {home.path / name} private (mode 0600); it was readable by others")
+    if result.changed:
+        click.echo(f"Initialised Gatekeeper home at {home.path}")
+    else:
+        click.echo(f"Gatekeeper home at {home.path} is already initialised; nothing to do")
     click.echo(f"  database   {home.db_path}")
     click.echo(f"  signing key {home.key_path} (mode 0600; keep it out of backups you share)")
 

@@ -31,14 +31,21 @@ def policy() -> None:
 def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool) -> None:
     """Load the policy, report problems, and print the effective rules.
 
+    Each server's command is looked up as the proxy will start it (on the PATH the child gets);
+    one that cannot be found or started is an error (exit 1). Also shows the review URL and
+    the port `gatekeeper up` must listen on for it.
+
     A downstream tool whose definition changed since it was first seen is withheld from hosts
     until a person runs this with --accept-changes.
     """
     from gatekeeper.policy import load_policy
+    from gatekeeper.policy.commands import command_problems
+    from gatekeeper.up import review_port
 
     pol = load_policy(policy_file, home=ctx.home.path)
     rows = pol.describe()
     problems = pol.check_workspaces()
+    errors = command_problems(pol)
     if as_json:
         for row in rows:
             emit_json(row)
@@ -61,9 +68,25 @@ def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool
             ),
         )
         click.echo("Tools not named above are denied.")
+        port = review_port(pol.review_url)
+        listen = (
+            f"`gatekeeper up --policy {pol.source}` listens on port {port} for it"
+            if port is not None
+            else "not a local address: make sure it reaches the page `gatekeeper up` serves"
+        )
+        click.echo(f"Review page for agents: {pol.review_url} ({listen})")
     for problem in problems:
         click.echo(f"Warning: {problem}", err=True)
     _tool_changes(ctx, accept_changes, as_json)
+    if errors:
+        for error in errors:
+            click.echo(f"Error: {error}", err=True)
+        click.echo(
+            "  → a proxy started from this environment could not start them: use an absolute command or set PATH "
+            "in the server's env (`gatekeeper host-config` writes the PATH a host needs)",
+            err=True,
+        )
+        raise SystemExit(1)
 
 
 def _tool_changes(ctx: Ctx, accept: bool, as_json: bool) -> None:

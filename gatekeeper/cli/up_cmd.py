@@ -13,7 +13,11 @@ from gatekeeper.cli.review_cmd import DEFAULT_PORT, _name, _password
 
 
 @click.command()
-@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    help=f"Port of the review page. Default: the port of the policy's review_url, else {DEFAULT_PORT}.",
+)
 @click.option(
     "--policy",
     "policy_file",
@@ -24,31 +28,35 @@ from gatekeeper.cli.review_cmd import DEFAULT_PORT, _name, _password
 @click.option("--reviewer", "reviewer_name", help="On first run: the first reviewer's name (else asked).")
 @click.option("--password-stdin", is_flag=True, help="On first run: read the first reviewer's password from stdin.")
 @pass_ctx
-def up(ctx: Ctx, port: int, policy_file: str | None, reviewer_name: str | None, password_stdin: bool) -> None:
+def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str | None, password_stdin: bool) -> None:
     """Start the review page and the committer (two child processes) and watch them.
 
     Prints the review URL and a one-time log-in link, a line for every proposal, decision and
     commit, and restarts a child that dies. Ctrl-C stops both. Initialises the home and creates
-    the first reviewer on first run.
+    the first reviewer on first run. Warns when the policy's review_url names another port,
+    since agents would be handed links to a page that is not there.
     """
+    from gatekeeper.home import setup_home
     from gatekeeper.policy import load_policy
     from gatekeeper.review.auth import Tokens, hash_password
-    from gatekeeper.store import migrate
     from gatekeeper.store.queries import Reader
     from gatekeeper.store.store import Store
-    from gatekeeper.up import Child, child_argv, supervise
+    from gatekeeper.up import Child, child_argv, port_mismatch, review_port, supervise
 
     home = ctx.home
     policy = load_policy(policy_file, home=home.path)
     for problem in policy.check_workspaces():
         click.echo(f"Warning: {problem}", err=True)
+    if port is None:
+        port = review_port(policy.review_url) or DEFAULT_PORT
+    mismatch = port_mismatch(policy.review_url, port, str(policy.source))
+    if mismatch:
+        click.echo(f"Warning: {mismatch}", err=True)
     if not home.db_path.exists():
-        home.create()
-        home.ensure_key()
-        migrate.upgrade(home.db_path)
-        with Store(home.db_path) as store:
-            store.append_event("init", ctx.actor, {"home": str(home.path), "by": "up"})
+        setup_home(home, ctx.actor, by="up")
         click.echo(f"Initialised a Gatekeeper home at {home.path}")
+    for name in home.tighten_db_files():
+        click.echo(f"Made {home.path / name} private (mode 0600); it was readable by others")
     with Reader(home.require().db_path) as reader:
         reviewers = [r["name"] for r in reader.reviewers() if r["disabled_at"] is None]
     if not reviewers:

@@ -21,6 +21,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from gatekeeper.policy import Server
+from gatekeeper.policy.commands import executable
 
 START_TIMEOUT = float(os.environ.get("GATEKEEPER_START_TIMEOUT", "30"))
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
@@ -104,7 +105,7 @@ class Downstream:
     async def _run_once(self) -> None:
         self._gone = anyio.Event()
         params = StdioServerParameters(
-            command=self.config.command, args=list(self.config.args), env=dict(self.config.env), cwd=self.config.cwd
+            command=executable(self.config), args=list(self.config.args), env=dict(self.config.env), cwd=self.config.cwd
         )
         started = False
         self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
