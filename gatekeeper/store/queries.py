@@ -140,6 +140,9 @@ class Reader:
         finally:
             self.conn.execute("COMMIT")
 
+    def has_proposal(self, proposal_id: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM proposal WHERE id = ?", (proposal_id,)).fetchone() is not None
+
     def _one(self, sql: str, *params: Any) -> dict[str, Any] | None:
         cur = self.conn.execute(sql, params)
         row = cur.fetchone()
