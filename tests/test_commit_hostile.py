@@ -9,6 +9,7 @@ component-by-component O_NOFOLLOW walk (``GATEKEEPER_NO_OPENAT2=1``).
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
 import os
 import random
@@ -23,6 +24,7 @@ import pytest
 
 from gatekeeper.commit import syscalls
 from tests.commit_support import Committer, World, commit_env, make_world, run_commit, snapshot, wait_for
+from tests.helpers import draft
 
 RESOLVERS = {"openat2": {}, "walk": {"GATEKEEPER_NO_OPENAT2": "1"}}
 
@@ -178,6 +180,72 @@ def test_folder_replaced_by_a_symlink_before_it_is_opened(
     assert c.wait().code == 0
     assert outcome(world, pid)[0] == "conflict"
     assert list((world.workspace / "notes-old").iterdir()) == []
+
+
+def _swap_root_for_a_link(w: World) -> Path:
+    """After approval: the workspace folder is renamed away and a symlink to outside/ takes its name."""
+    away = w.root / "workspace-away"
+    os.rename(w.workspace, away)
+    w.workspace.symlink_to(w.outside)
+    return away
+
+
+@pytest.mark.parametrize("recorded", ["real path", "before 0004"])
+def test_workspace_root_swapped_for_a_symlink_after_approval_is_refused(
+    world: World, resolver: dict[str, str], recorded: str
+) -> None:
+    """The root's real path was recorded at proposal time (or, on older rows, the workspace
+    itself stands for it): a root that now leads elsewhere is refused and nothing is written."""
+    if recorded == "real path":
+        pid = world.propose("notes/a.md", b"a\n")
+    else:  # a row from before migration 0004: no real path recorded
+        with world.store() as s:
+            d = dataclasses.replace(draft("notes/a.md", b"a\n"), workspace=str(world.workspace))
+            pid = s.propose(d).id
+        world.decide(pid)
+    assert world.db_rows("SELECT workspace_real FROM proposal WHERE id = ?", pid) == [
+        (str(world.workspace) if recorded == "real path" else None,)
+    ]
+    away = _swap_root_for_a_link(world)
+    before = snapshot(away)
+    commit(world, resolver)
+    what, detail = outcome(world, pid)
+    assert what == "refused", detail
+    assert (
+        f"the workspace root {world.workspace} now resolves to {world.outside}, not {world.workspace} as approved"
+        in detail
+    )
+    assert "nothing was written" in detail
+    assert snapshot(away) == before  # nothing in the real workspace; the fixture checks outside/
+
+
+def test_workspace_root_swapped_while_the_committer_waits_is_refused(
+    world: World, resolver: dict[str, str], tmp_path: Path
+) -> None:
+    """Swapped after the committer read its queue, before it opened the root: still refused."""
+    pid = world.propose("notes/a.md", b"a\n")
+    c, prefix = paused_commit(world, "after_select", tmp_path, **resolver)
+    away = _swap_root_for_a_link(world)
+    Path(f"{prefix}.resume").touch()
+    assert c.wait().code == 0
+    what, detail = outcome(world, pid)
+    assert what == "refused" and f"now resolves to {world.outside}" in detail
+    assert list((away / "notes").iterdir()) == []
+
+
+def test_workspace_configured_through_a_symlink_still_commits(world: World, resolver: dict[str, str]) -> None:
+    """A root that was a symlink when the proposal was made, and still leads to the same folder, is fine."""
+    link = world.root / "ws-link"
+    link.symlink_to(world.workspace)
+    world.workspace = link
+    world.write_policy()
+    pid = world.propose("notes/a.md", b"a\n")
+    assert world.db_rows("SELECT workspace, workspace_real FROM proposal WHERE id = ?", pid) == [
+        (str(link), os.path.realpath(link))
+    ]
+    commit(world, resolver)
+    assert outcome(world, pid)[0] == "created"
+    assert (link / "notes" / "a.md").read_bytes() == b"a\n"
 
 
 def _exchange(a: Path, b: Path) -> None:
