@@ -11,9 +11,11 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import hashlib
+import hmac
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
 import threading
 import time
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from gatekeeper.canonical import canonical_bytes
 from gatekeeper.commit import syscalls
 from tests.commit_support import Committer, World, commit_env, make_world, run_commit, snapshot, wait_for
 from tests.helpers import draft
@@ -246,6 +249,44 @@ def test_workspace_configured_through_a_symlink_still_commits(world: World, reso
     commit(world, resolver)
     assert outcome(world, pid)[0] == "created"
     assert (link / "notes" / "a.md").read_bytes() == b"a\n"
+
+
+def test_an_approval_signed_before_0004_still_commits(world: World, resolver: dict[str, str]) -> None:
+    """Decisions signed before real paths were recorded name no workspace_real: they still verify."""
+    with world.store() as s:
+        pid = s.propose(dataclasses.replace(draft("notes/old.md", b"old\n"), workspace=str(world.workspace))).id
+    world.decide(pid)
+    ((sha, decided_at, signature),) = world.db_rows(
+        "SELECT sha256, decided_at, signature FROM decision WHERE proposal_id = ?", pid
+    )
+    old_format = {  # the message exactly as Gatekeeper signed it before migration 0004
+        "purpose": "gatekeeper.decision.v1",
+        "proposal_id": pid,
+        "verdict": "approved",
+        "reviewer": "alice",
+        "reason": None,
+        "sha256": sha,
+        "path": "notes/old.md",
+        "decided_at": decided_at,
+    }
+    assert signature == hmac.new(world.key, canonical_bytes(old_format), hashlib.sha256).hexdigest()
+    commit(world, resolver)
+    assert outcome(world, pid)[0] == "created"
+    assert (world.workspace / "notes" / "old.md").read_bytes() == b"old\n"
+
+
+def test_a_real_path_changed_after_approval_breaks_its_signature(world: World, resolver: dict[str, str]) -> None:
+    """Someone with the database file re-points the recorded real path at a swapped root's target:
+    the approval signed the original path, so the committer refuses."""
+    pid = world.propose("notes/a.md", b"a\n")
+    away = _swap_root_for_a_link(world)
+    with sqlite3.connect(world.home.db_path) as conn:
+        conn.execute("DROP TRIGGER proposal_no_update")
+        conn.execute("UPDATE proposal SET workspace_real = ? WHERE id = ?", (str(world.outside), pid))
+    commit(world, resolver)
+    what, detail = outcome(world, pid)
+    assert what == "refused" and "signature does not verify" in detail
+    assert list((away / "notes").iterdir()) == []
 
 
 def _exchange(a: Path, b: Path) -> None:
