@@ -63,6 +63,13 @@ def _event_json(row: Any) -> dict[str, Any]:
     return out
 
 
+def _resolves_to(detail: dict[str, Any]) -> str:
+    real = detail.get("workspace_real")
+    if real is None:
+        return " (real path not recorded: made before Gatekeeper recorded it)"
+    return f" (resolves to {real})" if real != detail["workspace"] else ""
+
+
 @click.group()
 def audit() -> None:
     """Query and verify the tamper-evident audit log (read-only)."""
@@ -121,7 +128,7 @@ def show(ctx: Ctx, proposal_id: str, content: bool, as_json: bool) -> None:
             ("status", detail["status"]),
             ("server / tool", f"{detail['server']} / {detail['tool']}"),
             ("destination", detail["path"]),
-            ("workspace", detail["workspace"]),
+            ("workspace", detail["workspace"] + _resolves_to(detail)),
             ("size", f"{detail['size']} bytes ({detail['encoding']})"),
             ("sha256", detail["sha256"]),
             ("created", detail["created_at"]),
