@@ -2,6 +2,11 @@
 
 The committer re-checks the signature before writing, so a decision row inserted by
 anything other than the review code path (which holds the key) is refused.
+
+A decision on a proposal that recorded its workspace's real path (migration 0004) also signs
+that path, so the approval names the folder the reviewer was shown. Older decisions were signed
+without it and their proposals have none: the key is left out of the message exactly then, so
+they still verify, and a recorded path cannot be dropped or changed after the fact.
 """
 
 from __future__ import annotations
@@ -23,19 +28,21 @@ def decision_message(
     sha256: str,
     path: str,
     decided_at: str,
+    workspace_real: str | None = None,
 ) -> bytes:
-    return canonical_bytes(
-        {
-            "purpose": DECISION_PURPOSE,
-            "proposal_id": proposal_id,
-            "verdict": verdict,
-            "reviewer": reviewer,
-            "reason": reason,
-            "sha256": sha256,
-            "path": path,
-            "decided_at": decided_at,
-        }
-    )
+    message: dict[str, str | None] = {
+        "purpose": DECISION_PURPOSE,
+        "proposal_id": proposal_id,
+        "verdict": verdict,
+        "reviewer": reviewer,
+        "reason": reason,
+        "sha256": sha256,
+        "path": path,
+        "decided_at": decided_at,
+    }
+    if workspace_real is not None:
+        message["workspace_real"] = workspace_real
+    return canonical_bytes(message)
 
 
 def sign(key: bytes, message: bytes) -> str:

@@ -100,6 +100,7 @@ class World:
             d = dataclasses.replace(
                 draft(path, content, arguments={"path": path, "n": os.urandom(4).hex()}),
                 workspace=str(self.workspace),
+                workspace_real=os.path.realpath(self.workspace),  # as the proxy records it
             )
             pid = s.propose(d).id
             if verdict is not None:

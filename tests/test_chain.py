@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gatekeeper.audit.verify import verify_chain
-from gatekeeper.canonical import canonical_bytes
+from gatekeeper.audit.verify import SavedHead, parse_head, verify_chain
+from gatekeeper.canonical import canonical_bytes, canonical_json
 from gatekeeper.home import Home
-from gatekeeper.store.chain import GENESIS, event_message
+from gatekeeper.store.chain import GENESIS, event_hash, event_message
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 from tests.helpers import add_reviewer, draft, make_home
@@ -35,8 +35,6 @@ json_values = st.recursive(
     payload=st.dictionaries(st.text(), json_values, max_size=5),
 )
 def test_event_message_is_the_canonical_json_of_the_event(seq, at, kind, actor, proposal_id, payload) -> None:
-    from gatekeeper.canonical import canonical_json
-
     event = {
         "seq": seq,
         "at": at,
@@ -170,18 +168,136 @@ def test_inserted_event_is_named(pristine: Path, tmp_path: Path) -> None:
     assert report.problem is not None and report.problem.seq == 4
 
 
+def _head(db: Path) -> str:
+    """The line `audit head` prints: 'SEQ HASH'."""
+    with Reader(db) as r:
+        seq, digest = r.head()
+    return f"{seq} {digest}"
+
+
+def _rewrite_from(db: Path, seq: int) -> None:
+    """An attacker with the file: change the event at ``seq`` and recompute every hash after it."""
+    conn = sqlite3.connect(db)
+    payload = json.loads(conn.execute("SELECT payload FROM audit_event WHERE seq = ?", (seq,)).fetchone()[0])
+    payload["rewritten"] = True
+    conn.execute("UPDATE audit_event SET payload = ? WHERE seq = ?", (canonical_json(payload), seq))
+    prev = conn.execute("SELECT hash FROM audit_event WHERE seq = ?", (seq - 1,)).fetchone()
+    prev_hash = prev[0] if prev else GENESIS
+    rows = conn.execute(
+        "SELECT seq, at, kind, actor, proposal_id, payload FROM audit_event WHERE seq >= ? ORDER BY seq", (seq,)
+    ).fetchall()
+    for s, at, kind, actor, pid, body in rows:
+        digest = event_hash(prev_hash, s, at, kind, actor, pid, body)
+        conn.execute("UPDATE audit_event SET prev_hash = ?, hash = ? WHERE seq = ?", (prev_hash, digest, s))
+        prev_hash = digest
+    conn.commit()
+    conn.close()
+
+
+def _grow(db: Path, n: int = 3) -> None:
+    with Store(db) as store:
+        for i in range(n):
+            store.propose(draft(f"notes/grown-{i}.md", b"more\n"))
+
+
 def test_removed_tail_needs_the_head_kept_elsewhere(pristine: Path, tmp_path: Path) -> None:
     db = _copy(pristine, tmp_path)
-    with Reader(db) as r:
-        _, head = r.head()
+    head = _head(db)
     conn = sqlite3.connect(db)
     conn.execute("DELETE FROM audit_event WHERE seq >= 9")
     conn.commit()
     assert _verify(db).ok  # the chain alone cannot see a cut tail...
-    report = _verify(db, expect_head=head)  # ...the head hash kept elsewhere does
+    report = _verify(db, expect_head=head)  # ...the head kept elsewhere does
     assert not report.ok and report.problem is not None and report.problem.seq == 9
-    assert "removed from the end" in report.problem.reason
+    assert report.problem.reason == (
+        "the log ends at seq 8 but the saved head is at seq 10: events were removed from the end"
+    )
     assert _verify(_copy(pristine, tmp_path / "b"), expect_head=head).ok
+
+
+def test_a_grown_log_still_holds_the_saved_head(pristine: Path, tmp_path: Path) -> None:
+    db = _copy(pristine, tmp_path)
+    head = _head(db)
+    _grow(db)
+    report = _verify(db, expect_head=head)
+    assert report.ok, report.problem
+    assert report.head_seq == 13  # the log grew past the saved head, and that is fine
+    bare = head.split()[1]  # a bare hash saved by an older Gatekeeper: found wherever it is
+    assert _verify(db, expect_head=bare).ok
+
+
+def test_a_grown_log_cut_before_the_saved_head_fails(pristine: Path, tmp_path: Path) -> None:
+    db = _copy(pristine, tmp_path)
+    head = _head(db)
+    conn = sqlite3.connect(db)
+    conn.execute("DELETE FROM audit_event WHERE seq >= 7")
+    conn.commit()
+    conn.close()
+    report = _verify(db, expect_head=head)
+    assert report.problem is not None and report.problem.saved_head
+    assert "the log ends at seq 6 but the saved head is at seq 10" in report.problem.reason
+
+
+@pytest.mark.parametrize("grow", [False, True])
+def test_a_rewritten_log_fails_even_when_its_chain_verifies(pristine: Path, tmp_path: Path, grow: bool) -> None:
+    db = _copy(pristine, tmp_path)
+    head = _head(db)
+    saved = head.split()[1]
+    _rewrite_from(db, 5)
+    if grow:
+        _grow(db)
+    assert _verify(db).ok  # recomputed hashes: the chain alone is consistent again
+    report = _verify(db, expect_head=head)
+    assert report.problem is not None and report.problem.seq == 10 and report.problem.saved_head
+    with Reader(db) as r:
+        now_at_10 = r.conn.execute("SELECT hash FROM audit_event WHERE seq = 10").fetchone()[0]
+    assert report.problem.reason.startswith(
+        f"the event at seq 10 has hash {now_at_10}, the saved head says {saved}: the log was rewritten"
+    )
+    bare = _verify(db, expect_head=saved)
+    assert bare.problem is not None and "is at no seq of the log" in bare.problem.reason
+
+
+def test_a_head_broken_in_the_chain_itself_names_the_first_bad_row(pristine: Path, tmp_path: Path) -> None:
+    db = _copy(pristine, tmp_path)
+    head = _head(db)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE audit_event SET actor = 'mallory' WHERE seq = 4")
+    conn.commit()
+    conn.close()
+    report = _verify(db, expect_head=head)
+    assert report.problem is not None and report.problem.seq == 4 and not report.problem.saved_head
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("10 " + "A" * 64, SavedHead(10, "a" * 64)),
+        (" 0 " + GENESIS + "\n", SavedHead(0, GENESIS)),
+        ('{"seq": 3, "hash": "' + "b" * 64 + '"}', SavedHead(3, "b" * 64)),
+        ("c" * 64, SavedHead(None, "c" * 64)),
+    ],
+)
+def test_parse_head_reads_what_audit_head_prints(text: str, expected: SavedHead) -> None:
+    assert parse_head(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "cannot read the saved head"),
+        ("1 2 3", "cannot read the saved head"),
+        ("ten " + "a" * 64, "is not a whole number"),
+        ("-1 " + "a" * 64, "is not a whole number"),
+        ("10 xyz", "is not 64 hex digits"),
+        ('{"seq": true, "hash": "' + "a" * 64 + '"}', "is not a whole number"),
+        ('{"seq": 1}', "exactly 'seq' and 'hash'"),
+        ("{oops", "not valid JSON"),
+    ],
+)
+def test_parse_head_says_what_is_wrong(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_head(text)
 
 
 def test_empty_chain_head_is_genesis(home: Home) -> None:

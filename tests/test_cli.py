@@ -120,7 +120,7 @@ def test_db_upgrade_on_a_blank_database_records_an_event(tmp_path: Path) -> None
     result = CliRunner().invoke(cli, ["--home", str(target), "audit", "log"])
     assert result.exit_code == 1 and "gatekeeper db upgrade" in result.stderr
     result = CliRunner().invoke(cli, ["--home", str(target), "db", "status"])
-    assert result.exit_code == 1 and "pending: 0001, 0002, 0003" in result.output
+    assert result.exit_code == 1 and "pending: 0001, 0002, 0003, 0004" in result.output
     assert "upgraded blank" in run("db", "upgrade", home=target)
     assert [e["kind"] for e in jsonl(run("audit", "log", "--json", home=target))] == ["db_upgrade"]
 
@@ -249,15 +249,96 @@ def test_log_filters(home: Home, filled: dict[str, str]) -> None:
     assert "proposal_created" in run("audit", "log")
 
 
+def test_log_of_an_unknown_proposal_is_an_error(home: Home, filled: dict[str, str]) -> None:
+    result = CliRunner().invoke(cli, ["audit", "log", "--proposal", "NOSUCH"])
+    assert result.exit_code == 1
+    assert "no proposal NOSUCH" in result.stderr and "gatekeeper audit proposals" in result.stderr
+    assert result.stdout == ""
+    as_json = CliRunner().invoke(cli, ["audit", "log", "--proposal", "NOSUCH", "--json"])
+    assert as_json.exit_code == 1 and "no proposal NOSUCH" in as_json.stderr
+
+
 def test_head_and_verify(home: Home, filled: dict[str, str]) -> None:
     head = jsonl(run("audit", "head", "--json"))[0]
     seq, digest = run("audit", "head").split()
     assert (int(seq), digest) == (head["seq"], head["hash"])
     out = run("audit", "verify")
     assert out.startswith(f"OK: {head['seq']} events") and digest in out
-    assert jsonl(run("audit", "verify", "--json", "--expect-head", digest))[0]["ok"] is True
-    bad = CliRunner().invoke(cli, ["audit", "verify", "--expect-head", "0" * 64])
+    line = f"{seq} {digest}"
+    assert jsonl(run("audit", "verify", "--json", "--expect-head", line))[0]["ok"] is True
+    assert jsonl(run("audit", "verify", "--json", "--expect-head", digest))[0]["ok"] is True  # a bare hash
+    as_json = json.dumps(head)
+    assert jsonl(run("audit", "verify", "--json", "--expect-head", as_json))[0]["ok"] is True
+    bad = CliRunner().invoke(cli, ["audit", "verify", "--expect-head", "1" * 64])
     assert bad.exit_code == 1 and f"FAILED at seq {head['seq'] + 1}" in bad.output
+    assert "is at no seq of the log" in bad.output
+
+
+def _grow(home: Home) -> None:
+    with Store(home.db_path) as s:
+        for i in range(3):
+            s.propose(draft(f"notes/grown-{i}.md", b"grown\n"))
+
+
+def test_verify_expect_head_passes_on_a_grown_log(home: Home, filled: dict[str, str]) -> None:
+    saved = run("audit", "head").strip()
+    _grow(home)
+    out = run("audit", "verify", "--expect-head", saved)
+    assert out.startswith("OK: ") and run("audit", "head").split()[0] != saved.split()[0]
+    report = jsonl(run("audit", "verify", "--json", "--expect-head", saved))[0]
+    assert report["ok"] is True and report["expected_head"] == saved
+
+
+def test_verify_expect_head_fails_on_a_cut_log(home: Home, filled: dict[str, str]) -> None:
+    saved = run("audit", "head").strip()
+    seq = int(saved.split()[0])
+    _grow(home)  # it grew, then lost more than it grew: the tail behind the saved head is gone
+    conn = sqlite3.connect(home.db_path)
+    conn.execute("DROP TRIGGER audit_event_no_delete")
+    conn.execute("DELETE FROM audit_event WHERE seq >= ?", (seq - 1,))
+    conn.commit()
+    conn.close()
+    assert run("audit", "verify").startswith("OK: ")  # the chain alone cannot tell
+    result = CliRunner().invoke(cli, ["audit", "verify", "--expect-head", saved])
+    assert result.exit_code == 1
+    assert (
+        f"the log ends at seq {seq - 2} but the saved head is at seq {seq}: events were removed from the end"
+        in result.output
+    )
+    report = jsonl(CliRunner().invoke(cli, ["audit", "verify", "--json", "--expect-head", saved]).output)[0]
+    assert report["ok"] is False and report["bad_seq"] == seq - 1
+
+
+def test_verify_expect_head_fails_on_a_rewritten_log(home: Home, filled: dict[str, str]) -> None:
+    from gatekeeper.store.chain import event_hash
+
+    saved = run("audit", "head").strip()
+    seq, old = int(saved.split()[0]), saved.split()[1]
+    _grow(home)
+    conn = sqlite3.connect(home.db_path)  # an attacker with the file rewrites seq 2 and re-hashes the rest
+    conn.execute("DROP TRIGGER audit_event_no_update")
+    conn.execute("UPDATE audit_event SET actor = 'mallory' WHERE seq = 2")
+    prev = conn.execute("SELECT hash FROM audit_event WHERE seq = 1").fetchone()[0]
+    for s, at, kind, actor, pid, body in conn.execute(
+        "SELECT seq, at, kind, actor, proposal_id, payload FROM audit_event WHERE seq >= 2 ORDER BY seq"
+    ).fetchall():
+        digest = event_hash(prev, s, at, kind, actor, pid, body)
+        conn.execute("UPDATE audit_event SET prev_hash = ?, hash = ? WHERE seq = ?", (prev, digest, s))
+        prev = digest
+    conn.commit()
+    new = conn.execute("SELECT hash FROM audit_event WHERE seq = ?", (seq,)).fetchone()[0]
+    conn.close()
+    assert run("audit", "verify").startswith("OK: ")  # the chain alone is consistent again
+    result = CliRunner().invoke(cli, ["audit", "verify", "--expect-head", saved])
+    assert result.exit_code == 1
+    assert f"the event at seq {seq} has hash {new}, the saved head says {old}: the log was rewritten" in result.output
+
+
+@pytest.mark.parametrize("text", ["", "12", "12 nothex", "a b c"])
+def test_verify_expect_head_refuses_what_it_cannot_read(home: Home, text: str) -> None:
+    result = CliRunner().invoke(cli, ["audit", "verify", "--expect-head", text])
+    assert result.exit_code == 2
+    assert "Invalid value for '--expect-head'" in result.stderr and "gatekeeper audit head" in result.stderr
 
 
 def test_verify_names_the_tampered_row(home: Home, filled: dict[str, str]) -> None:

@@ -9,10 +9,13 @@ component-by-component O_NOFOLLOW walk (``GATEKEEPER_NO_OPENAT2=1``).
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
+import hmac
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
 import threading
 import time
@@ -21,8 +24,10 @@ from pathlib import Path
 
 import pytest
 
+from gatekeeper.canonical import canonical_bytes
 from gatekeeper.commit import syscalls
 from tests.commit_support import Committer, World, commit_env, make_world, run_commit, snapshot, wait_for
+from tests.helpers import draft
 
 RESOLVERS = {"openat2": {}, "walk": {"GATEKEEPER_NO_OPENAT2": "1"}}
 
@@ -178,6 +183,110 @@ def test_folder_replaced_by_a_symlink_before_it_is_opened(
     assert c.wait().code == 0
     assert outcome(world, pid)[0] == "conflict"
     assert list((world.workspace / "notes-old").iterdir()) == []
+
+
+def _swap_root_for_a_link(w: World) -> Path:
+    """After approval: the workspace folder is renamed away and a symlink to outside/ takes its name."""
+    away = w.root / "workspace-away"
+    os.rename(w.workspace, away)
+    w.workspace.symlink_to(w.outside)
+    return away
+
+
+@pytest.mark.parametrize("recorded", ["real path", "before 0004"])
+def test_workspace_root_swapped_for_a_symlink_after_approval_is_refused(
+    world: World, resolver: dict[str, str], recorded: str
+) -> None:
+    """The root's real path was recorded at proposal time (or, on older rows, the workspace
+    itself stands for it): a root that now leads elsewhere is refused and nothing is written."""
+    if recorded == "real path":
+        pid = world.propose("notes/a.md", b"a\n")
+    else:  # a row from before migration 0004: no real path recorded
+        with world.store() as s:
+            d = dataclasses.replace(draft("notes/a.md", b"a\n"), workspace=str(world.workspace))
+            pid = s.propose(d).id
+        world.decide(pid)
+    assert world.db_rows("SELECT workspace_real FROM proposal WHERE id = ?", pid) == [
+        (str(world.workspace) if recorded == "real path" else None,)
+    ]
+    away = _swap_root_for_a_link(world)
+    before = snapshot(away)
+    commit(world, resolver)
+    what, detail = outcome(world, pid)
+    assert what == "refused", detail
+    assert (
+        f"the workspace root {world.workspace} now resolves to {world.outside}, not {world.workspace} as approved"
+        in detail
+    )
+    assert "nothing was written" in detail
+    assert snapshot(away) == before  # nothing in the real workspace; the fixture checks outside/
+
+
+def test_workspace_root_swapped_while_the_committer_waits_is_refused(
+    world: World, resolver: dict[str, str], tmp_path: Path
+) -> None:
+    """Swapped after the committer read its queue, before it opened the root: still refused."""
+    pid = world.propose("notes/a.md", b"a\n")
+    c, prefix = paused_commit(world, "after_select", tmp_path, **resolver)
+    away = _swap_root_for_a_link(world)
+    Path(f"{prefix}.resume").touch()
+    assert c.wait().code == 0
+    what, detail = outcome(world, pid)
+    assert what == "refused" and f"now resolves to {world.outside}" in detail
+    assert list((away / "notes").iterdir()) == []
+
+
+def test_workspace_configured_through_a_symlink_still_commits(world: World, resolver: dict[str, str]) -> None:
+    """A root that was a symlink when the proposal was made, and still leads to the same folder, is fine."""
+    link = world.root / "ws-link"
+    link.symlink_to(world.workspace)
+    world.workspace = link
+    world.write_policy()
+    pid = world.propose("notes/a.md", b"a\n")
+    assert world.db_rows("SELECT workspace, workspace_real FROM proposal WHERE id = ?", pid) == [
+        (str(link), os.path.realpath(link))
+    ]
+    commit(world, resolver)
+    assert outcome(world, pid)[0] == "created"
+    assert (link / "notes" / "a.md").read_bytes() == b"a\n"
+
+
+def test_an_approval_signed_before_0004_still_commits(world: World, resolver: dict[str, str]) -> None:
+    """Decisions signed before real paths were recorded name no workspace_real: they still verify."""
+    with world.store() as s:
+        pid = s.propose(dataclasses.replace(draft("notes/old.md", b"old\n"), workspace=str(world.workspace))).id
+    world.decide(pid)
+    ((sha, decided_at, signature),) = world.db_rows(
+        "SELECT sha256, decided_at, signature FROM decision WHERE proposal_id = ?", pid
+    )
+    old_format = {  # the message exactly as Gatekeeper signed it before migration 0004
+        "purpose": "gatekeeper.decision.v1",
+        "proposal_id": pid,
+        "verdict": "approved",
+        "reviewer": "alice",
+        "reason": None,
+        "sha256": sha,
+        "path": "notes/old.md",
+        "decided_at": decided_at,
+    }
+    assert signature == hmac.new(world.key, canonical_bytes(old_format), hashlib.sha256).hexdigest()
+    commit(world, resolver)
+    assert outcome(world, pid)[0] == "created"
+    assert (world.workspace / "notes" / "old.md").read_bytes() == b"old\n"
+
+
+def test_a_real_path_changed_after_approval_breaks_its_signature(world: World, resolver: dict[str, str]) -> None:
+    """Someone with the database file re-points the recorded real path at a swapped root's target:
+    the approval signed the original path, so the committer refuses."""
+    pid = world.propose("notes/a.md", b"a\n")
+    away = _swap_root_for_a_link(world)
+    with sqlite3.connect(world.home.db_path) as conn:
+        conn.execute("DROP TRIGGER proposal_no_update")
+        conn.execute("UPDATE proposal SET workspace_real = ? WHERE id = ?", (str(world.outside), pid))
+    commit(world, resolver)
+    what, detail = outcome(world, pid)
+    assert what == "refused" and "signature does not verify" in detail
+    assert list((away / "notes").iterdir()) == []
 
 
 def _exchange(a: Path, b: Path) -> None:

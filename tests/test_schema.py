@@ -36,6 +36,7 @@ EXPECTED_COLUMNS = {
         "session_id",
         "policy_digest",
         "expires_at",
+        "workspace_real",
     ],
     "decision": [
         "id",
@@ -151,14 +152,14 @@ def test_older_schema_says_to_upgrade(tmp_path: Path) -> None:
     """A database at an older revision than the code: simulated with a migrations copy that adds one."""
     migrations = tmp_path / "migrations"
     shutil.copytree(migrations_dir(), migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    (migrations / "versions" / "0004_extra.py").write_text(
-        'revision = "0004"\ndown_revision = "0003"\nbranch_labels = None\ndepends_on = None\n'
+    (migrations / "versions" / "0005_extra.py").write_text(
+        'revision = "0005"\ndown_revision = "0004"\nbranch_labels = None\ndepends_on = None\n'
         "from alembic import op\n\n\ndef upgrade():\n    op.execute('CREATE TABLE extra (x INTEGER)')\n"
     )
     db = tmp_path / "gatekeeper.db"
-    migrate.upgrade(db)  # the shipped migrations: at 0003
+    migrate.upgrade(db)  # the shipped migrations: at 0004
     st = migrate.status(db, migrations)
-    assert (st.current, st.head, st.pending) == ("0003", "0004", ("0004",))
+    assert (st.current, st.head, st.pending) == ("0004", "0005", ("0005",))
     migrate.upgrade(db, migrations)
     assert migrate.status(db, migrations).up_to_date
     assert sqlite3.connect(db).execute("SELECT count(*) FROM extra").fetchone() == (0,)
@@ -168,8 +169,8 @@ def test_failing_migration_rolls_back_whole(tmp_path: Path) -> None:
     """A revision that fails half-way leaves no table of its own and the version unchanged."""
     migrations = tmp_path / "migrations"
     shutil.copytree(migrations_dir(), migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    (migrations / "versions" / "0004_broken.py").write_text(
-        'revision = "0004"\ndown_revision = "0003"\nbranch_labels = None\ndepends_on = None\n'
+    (migrations / "versions" / "0005_broken.py").write_text(
+        'revision = "0005"\ndown_revision = "0004"\nbranch_labels = None\ndepends_on = None\n'
         "from alembic import op\n\n\ndef upgrade():\n"
         "    op.execute('CREATE TABLE half_done (x INTEGER)')\n"
         "    op.execute('INSERT INTO no_such_table VALUES (1)')\n"
@@ -179,5 +180,30 @@ def test_failing_migration_rolls_back_whole(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="no_such_table"):
         migrate.upgrade(db, migrations)
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0003",)
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0004",)
     assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchone() is None
+
+
+def test_upgrade_from_0003_keeps_proposals_and_leaves_their_real_workspace_unknown(tmp_path: Path) -> None:
+    """0004 adds proposal.workspace_real: rows made before it get NULL (the committer then expects
+    the recorded workspace itself to be the real path), and the table stays append-only."""
+    migrations = tmp_path / "migrations"
+    shutil.copytree(migrations_dir(), migrations, ignore=shutil.ignore_patterns("__pycache__"))
+    for script in (migrations / "versions").glob("0004_*.py"):
+        script.unlink()
+    db = tmp_path / "gatekeeper.db"
+    migrate.upgrade(db, migrations)
+    conn = sqlite3.connect(db)
+    conn.execute(
+        "INSERT INTO proposal (id, created_at, server, tool, arguments, args_sha256, workspace, path, content, "
+        "sha256, size, encoding, policy_digest, expires_at) VALUES ('01OLD', 't', 's', 't', '{}', 'a', '/ws', "
+        "'a.md', x'00', 'h', 1, 'text', 'p', 'e')"
+    )
+    conn.commit()
+    conn.close()
+    migrate.upgrade(db)
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (HEAD_REVISION,)
+    assert conn.execute("SELECT id, workspace, workspace_real FROM proposal").fetchall() == [("01OLD", "/ws", None)]
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute("UPDATE proposal SET workspace_real = '/elsewhere'")

@@ -1,18 +1,25 @@
 """``audit verify``: recompute the hash chain, and optionally compare committed files on disk.
 
-The chain detects any edited, inserted or removed row except a removed tail; a head hash
-kept elsewhere (``audit head``) and checked with ``--expect-head`` detects that too.
+The chain detects any edited, inserted or removed row except a removed tail; a head kept
+elsewhere (``audit head``: its seq and hash) and checked with ``--expect-head`` detects that
+too. The log only ever grows, so a saved head must be found *at its seq*: a log that grew since
+passes, one that ends before that seq was cut, one with another hash there was rewritten.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from gatekeeper.store.chain import ChainProblem, ChainReport, batched, verify_rows
+from gatekeeper.store.chain import GENESIS, ChainProblem, ChainReport, EventRow, batched, verify_rows
 from gatekeeper.store.queries import Reader
+
+_HASH = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -22,16 +29,105 @@ class FileProblem:
     problem: str  # "missing", "changed", "not a regular file", "unreadable: ..."
 
 
-def verify_chain(reader: Reader, expect_head: str | None = None) -> ChainReport:
-    report = verify_rows(batched(reader.all_events()))
-    if report.ok and expect_head is not None and report.head_hash != expect_head.strip().lower():
+@dataclass(frozen=True)
+class SavedHead:
+    """A head kept elsewhere: ``seq`` is None for a bare hash saved by an older Gatekeeper."""
+
+    seq: int | None
+    hash: str
+
+    def __str__(self) -> str:
+        return self.hash if self.seq is None else f"{self.seq} {self.hash}"
+
+
+def parse_head(text: str) -> SavedHead:
+    """Read what ``audit head`` printed: ``SEQ HASH``, its ``--json`` object, or a bare HASH.
+
+    Raises ``ValueError`` saying which forms are understood.
+    """
+    raw = text.strip()
+    usage = (
+        "pass what `gatekeeper audit head` printed: 'SEQ HASH' (e.g. '42 3f9a…'), "
+        'its --json form {"seq": 42, "hash": "3f9a…"}, or a bare 64-hex HASH'
+    )
+    seq: object = None
+    if raw.startswith("{"):
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            raise ValueError(f"the saved head is not valid JSON; {usage}") from None
+        if not isinstance(obj, dict) or set(obj) != {"seq", "hash"}:
+            raise ValueError(f"the saved head's JSON must have exactly 'seq' and 'hash'; {usage}")
+        seq, digest = obj["seq"], obj["hash"]
+    else:
+        parts = raw.split()
+        if len(parts) == 2:
+            seq, digest = parts
+        elif len(parts) == 1:
+            digest = parts[0]
+        else:
+            raise ValueError(f"cannot read the saved head {raw[:80]!r}; {usage}")
+    if not isinstance(digest, str) or not _HASH.fullmatch(digest.lower()):
+        raise ValueError(f"the saved head's hash {str(digest)[:80]!r} is not 64 hex digits; {usage}")
+    if seq is not None:
+        if isinstance(seq, str) and seq.isascii() and seq.isdigit():
+            seq = int(seq)
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+            raise ValueError(f"the saved head's seq {str(seq)[:40]!r} is not a whole number; {usage}")
+    return SavedHead(seq, digest.lower())
+
+
+def verify_chain(reader: Reader, expect_head: SavedHead | str | None = None) -> ChainReport:
+    """Verify every event; with ``expect_head``, also that the saved head is still in the log."""
+    if expect_head is None:
+        return verify_rows(batched(reader.all_events()))
+    saved = parse_head(expect_head) if isinstance(expect_head, str) else expect_head
+    found: dict[int, str] = {}  # seq -> stored hash of the row that matters to the saved head
+
+    def tap(rows: Iterable[EventRow]) -> Iterator[EventRow]:
+        for row in rows:
+            if row[0] == saved.seq or (saved.seq is None and row[7] == saved.hash):
+                found[row[0]] = row[7]
+            yield row
+
+    report = verify_rows(tap(batched(reader.all_events())))
+    return _check_head(report, saved, found)
+
+
+def _check_head(report: ChainReport, saved: SavedHead, found: dict[int, str]) -> ChainReport:
+    """Rows up to ``report.head_seq`` are verified; the saved head must be among them."""
+    if saved.seq is None:  # a bare hash: wherever it is, it must be in the verified part
+        seq = next((s for s in found if s <= report.head_seq), None)
+        if seq is not None or (saved.hash == GENESIS):
+            return report
+        if report.problem is not None:
+            return report  # the chain itself is broken before it: that is the first thing to say
         reason = (
-            f"the chain ends at seq {report.head_seq} with hash {report.head_hash}, not the expected head "
-            f"{expect_head.strip()}: events were removed from the end, "
-            "or the expected head is from another database"
+            f"the saved head hash {saved.hash} is at no seq of the log, which ends at seq {report.head_seq}: "
+            "events were removed from the end, the log was rewritten, or the head is from another database "
+            "(save `audit head`'s whole line, seq and hash, to tell which)"
         )
-        return ChainReport(report.count, report.head_seq, report.head_hash, ChainProblem(report.head_seq + 1, reason))
+        return _failed(report, report.head_seq + 1, reason)
+    if report.problem is not None and report.problem.seq <= saved.seq:
+        return report  # broken at or before the saved head: the chain's own finding comes first
+    if report.head_seq < saved.seq:
+        reason = (
+            f"the log ends at seq {report.head_seq} but the saved head is at seq {saved.seq}: "
+            "events were removed from the end"
+        )
+        return _failed(report, report.head_seq + 1, reason)
+    actual = GENESIS if saved.seq == 0 else found.get(saved.seq, "")
+    if actual != saved.hash:
+        reason = (
+            f"the event at seq {saved.seq} has hash {actual}, the saved head says {saved.hash}: "
+            "the log was rewritten (or the saved head is from another database)"
+        )
+        return _failed(report, saved.seq, reason)
     return report
+
+
+def _failed(report: ChainReport, seq: int, reason: str) -> ChainReport:
+    return ChainReport(report.count, report.head_seq, report.head_hash, ChainProblem(seq, reason, saved_head=True))
 
 
 def _digest_nofollow(path: Path) -> str:

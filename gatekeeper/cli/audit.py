@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from gatekeeper.audit.verify import SavedHead, parse_head
 from gatekeeper.canonical import parse_since
 from gatekeeper.cli.context import Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json, kv, table
@@ -32,6 +33,20 @@ class Since(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class Head(click.ParamType):
+    """A head kept elsewhere, as ``audit head`` printed it; a bad one is a usage error (exit 2)."""
+
+    name = "head"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> SavedHead:
+        if isinstance(value, SavedHead):
+            return value
+        try:
+            return parse_head(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 SINCE = click.option("--since", type=Since(), help="Only since then: a duration ago (30m, 1h, 7d) or ISO-8601.")
 JSON = click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 
@@ -46,6 +61,13 @@ def _event_json(row: Any) -> dict[str, Any]:
     out = event_dict(row)
     out["payload"] = json.loads(out["payload"])
     return out
+
+
+def _resolves_to(detail: dict[str, Any]) -> str:
+    real = detail.get("workspace_real")
+    if real is None:
+        return " (real path not recorded: made before Gatekeeper recorded it)"
+    return f" (resolves to {real})" if real != detail["workspace"] else ""
 
 
 @click.group()
@@ -106,7 +128,7 @@ def show(ctx: Ctx, proposal_id: str, content: bool, as_json: bool) -> None:
             ("status", detail["status"]),
             ("server / tool", f"{detail['server']} / {detail['tool']}"),
             ("destination", detail["path"]),
-            ("workspace", detail["workspace"]),
+            ("workspace", detail["workspace"] + _resolves_to(detail)),
             ("size", f"{detail['size']} bytes ({detail['encoding']})"),
             ("sha256", detail["sha256"]),
             ("created", detail["created_at"]),
@@ -155,6 +177,8 @@ def show(ctx: Ctx, proposal_id: str, content: bool, as_json: bool) -> None:
 def log(ctx: Ctx, kind: str | None, proposal_id: str | None, since: str | None, follow: bool, as_json: bool) -> None:
     """Print audit events in order."""
     with _reader(ctx) as reader:
+        if proposal_id is not None and not reader.has_proposal(proposal_id):
+            raise NotFound(f"no proposal {proposal_id}", "`gatekeeper audit proposals` lists them")
         rows = reader.events(kind=kind, proposal_id=proposal_id, since=since)
         if as_json:
             for row in rows:
@@ -193,11 +217,16 @@ def _follow(reader: Reader, after: int, kind: str | None, proposal_id: str | Non
 
 
 @audit.command()
-@click.option("--expect-head", metavar="HASH", help="Also fail unless the chain ends at this hash (from `audit head`).")
+@click.option(
+    "--expect-head",
+    type=Head(),
+    metavar="'SEQ HASH'",
+    help="Also fail unless the log still holds this head (the line `audit head` printed) at its seq.",
+)
 @click.option("--files", is_flag=True, help="Also compare committed files on disk with their approved sha256.")
 @JSON
 @pass_ctx
-def verify(ctx: Ctx, expect_head: str | None, files: bool, as_json: bool) -> None:
+def verify(ctx: Ctx, expect_head: SavedHead | None, files: bool, as_json: bool) -> None:
     """Recompute the hash chain. Exit 0 when intact; exit 1 naming the first bad seq."""
     from gatekeeper.audit.verify import verify_chain, verify_files
 
@@ -212,6 +241,8 @@ def verify(ctx: Ctx, expect_head: str | None, files: bool, as_json: bool) -> Non
             "head_seq": report.head_seq,
             "head_hash": report.head_hash,
         }
+        if expect_head is not None:
+            out["expected_head"] = str(expect_head)
         if report.problem:
             out["bad_seq"], out["reason"] = report.problem.seq, report.problem.reason
         if files:
@@ -219,7 +250,10 @@ def verify(ctx: Ctx, expect_head: str | None, files: bool, as_json: bool) -> Non
             out["file_problems"] = [p.__dict__ for p in problems]
         emit_json(out)
     else:
-        if report.problem:
+        if report.problem and report.problem.saved_head:
+            click.echo(f"FAILED at seq {report.problem.seq}: {report.problem.reason}")
+            click.echo(f"  the chain itself verifies: {report.count} event(s), head seq {report.head_seq}")
+        elif report.problem:
             click.echo(f"FAILED at seq {report.problem.seq}: {report.problem.reason}")
             click.echo(f"  {report.count} event(s) verified before it; last good seq {report.head_seq}")
         else:

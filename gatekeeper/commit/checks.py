@@ -39,6 +39,7 @@ class Candidate:
     decided_at: str
     signature: str
     has_intent: bool
+    workspace_real: str | None = None  # NULL on proposals made before migration 0004
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Candidate:
@@ -70,6 +71,7 @@ def check_approval(c: Candidate, content: bytes | None, key: bytes) -> None:
         sha256=c.decision_sha256,
         path=c.decision_path,
         decided_at=c.decided_at,
+        workspace_real=c.workspace_real,
     )
     if not signing.verify(key, message, c.signature):
         raise Refusal(
@@ -87,6 +89,21 @@ def check_approval(c: Candidate, content: bytes | None, key: bytes) -> None:
         )
     if c.decision_path != c.path:
         raise Refusal(f"the approval names path {c.decision_path!r} but the proposal is for {c.path!r}")
+
+
+def check_root(c: Candidate, actual: str) -> None:
+    """The opened workspace root is the folder the proposal was made for (and its approval signed):
+    a root swapped for a symlink since then would put the file in the link's target.
+
+    Proposals from before migration 0004 recorded no real path: for them the recorded workspace
+    itself must be the real path, so a root (or a folder above it) that is a symlink now is refused.
+    """
+    expected = c.workspace_real or c.workspace
+    if actual != expected:
+        raise Refusal(
+            f"the workspace root {c.workspace} now resolves to {actual}, not {expected} as approved; "
+            "if the folder was moved on purpose, propose again so a reviewer sees the new place"
+        )
 
 
 def check_policy(c: Candidate, size: int, policy: Policy) -> Plan:

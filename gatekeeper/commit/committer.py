@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.commit import fsops
-from gatekeeper.commit.checks import Candidate, Plan, Refusal, check_approval, check_policy
+from gatekeeper.commit.checks import Candidate, Plan, Refusal, check_approval, check_policy, check_root
 from gatekeeper.commit.testing import OFF, Switches
 from gatekeeper.home import Home
 from gatekeeper.policy import Policy, load_policy
@@ -148,45 +148,52 @@ class Committer:
     def _batch(self, chunk: list[Candidate], policy: Policy, key: bytes, report: PassReport) -> None:
         contents = self.reader.proposal_contents([c.id for c in chunk])
         refused: list[Result] = []
-        todo: list[tuple[Candidate, bytes, Plan]] = []
-        for c in chunk:
-            data = contents.get(c.id)
-            try:
-                check_approval(c, data, key)  # refuses missing content too
-                todo.append((c, data or b"", check_policy(c, len(data or b""), policy)))
-            except Refusal as exc:
-                detail = f"{exc}; nothing was written"
-                if c.has_intent:
-                    detail += (
-                        f" (an earlier attempt was interrupted after its intent: if {c.path!r} exists, it is from then)"
-                    )
-                refused.append(Result(c.id, c.path, "refused", detail))
-        if refused:
-            self._record(refused, report)
-            self.sw.point("after_refusal")
+        ready: list[tuple[Candidate, bytes, Plan]] = []
         roots: dict[Path, int] = {}
+        real: dict[Path, str] = {}  # where each opened root really is
         try:
-            ready = []
-            for c, data, plan in todo:
-                if plan.workspace not in roots:
-                    try:
-                        roots[plan.workspace] = fsops.open_root(plan.workspace)
-                    except OSError as exc:
-                        roots[plan.workspace] = -1
-                        message = (
-                            f"the workspace {plan.workspace} cannot be opened ({fsops.describe(exc)}); its approved "
-                            "proposals wait until it is back (create or mount it, or fix the policy)"
+            for c in chunk:
+                data = contents.get(c.id)
+                try:
+                    check_approval(c, data, key)  # refuses missing content too
+                    plan = check_policy(c, len(data or b""), policy)
+                    if not self._open_root(plan.workspace, roots, real, report):
+                        continue  # waits for a later pass
+                    check_root(c, real[plan.workspace])
+                    ready.append((c, data or b"", plan))
+                except Refusal as exc:
+                    detail = f"{exc}; nothing was written"
+                    if c.has_intent:
+                        detail += (
+                            f" (an earlier attempt was interrupted after its intent: if {c.path!r} exists, "
+                            "it is from then)"
                         )
-                        if message not in report.waiting:
-                            report.waiting.append(message)
-                if roots[plan.workspace] >= 0:
-                    ready.append((c, data, plan))
+                    refused.append(Result(c.id, c.path, "refused", detail))
+            if refused:
+                self._record(refused, report)
+                self.sw.point("after_refusal")
             if ready:
                 self._commit(ready, roots, report)
         finally:
             for fd in roots.values():
                 if fd >= 0:
                     os.close(fd)
+
+    def _open_root(self, workspace: Path, roots: dict[Path, int], real: dict[Path, str], report: PassReport) -> bool:
+        """Open each workspace root once a batch, and learn where it really is; False: it cannot be opened."""
+        if workspace not in roots:
+            try:
+                roots[workspace] = fd = fsops.open_root(workspace)
+                real[workspace] = fsops.real_path(fd, workspace)
+            except OSError as exc:
+                roots[workspace] = -1
+                message = (
+                    f"the workspace {workspace} cannot be opened ({fsops.describe(exc)}); its approved "
+                    "proposals wait until it is back (create or mount it, or fix the policy)"
+                )
+                if message not in report.waiting:
+                    report.waiting.append(message)
+        return roots[workspace] >= 0
 
     def _commit(self, ready: list[tuple[Candidate, bytes, Plan]], roots: dict[Path, int], report: PassReport) -> None:
         states = self.store.record_commit_intents(

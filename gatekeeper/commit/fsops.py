@@ -70,8 +70,23 @@ def use_openat2(sw: Switches) -> bool:
 
 
 def open_root(workspace: Path) -> int:
-    """The workspace root itself, as configured: a symlink in *its* path was the person's choice."""
+    """The workspace root itself, as configured: a symlink in *its* path was the person's choice,
+    and ``real_path`` then tells whether it still leads where it did when the proposal was made."""
     return os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def real_path(root_fd: int, workspace: Path) -> str:
+    """Where the opened root really is. The kernel's own name for the descriptor (``/proc``) cannot
+    be fooled by a swap of the path after opening; without ``/proc``, the resolved path, provided
+    it is still the folder that was opened."""
+    try:
+        return os.readlink(f"/proc/self/fd/{root_fd}")
+    except OSError:
+        real = os.path.realpath(workspace)
+        with contextlib.suppress(OSError):
+            if same_inode(root_fd, os.stat(real)):
+                return real
+        return f"{real} (it changed while it was being checked)"
 
 
 def _open_child(parent: int, name: str, sw: Switches) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -106,4 +107,6 @@ def draft(
         client_version=requester.client_version,
         protocol_version=requester.protocol_version,
         session_id=requester.session_id,
+        # Where the root really is now: the committer refuses if it resolves elsewhere by then.
+        workspace_real=os.path.realpath(server.workspace),
     )

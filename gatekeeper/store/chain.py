@@ -39,6 +39,7 @@ EventRow = tuple[int, str, str, str, "str | None", str, str, str]
 class ChainProblem:
     seq: int
     reason: str
+    saved_head: bool = False  # True: the chain verifies, but not against the head kept elsewhere
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,9 @@ class Reader:
         finally:
             self.conn.execute("COMMIT")
 
+    def has_proposal(self, proposal_id: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM proposal WHERE id = ?", (proposal_id,)).fetchone() is not None
+
     def _one(self, sql: str, *params: Any) -> dict[str, Any] | None:
         cur = self.conn.execute(sql, params)
         row = cur.fetchone()
@@ -211,7 +214,7 @@ class Reader:
             cur = self.conn.execute(
                 "SELECT p.id, p.created_at, p.server, p.tool, p.workspace, p.path, p.sha256, p.size, "
                 "d.id AS decision_id, d.verdict, d.reviewer, d.reason, d.sha256 AS decision_sha256, "
-                "d.path AS decision_path, d.decided_at, d.signature, "
+                "d.path AS decision_path, d.decided_at, d.signature, p.workspace_real, "
                 "EXISTS (SELECT 1 FROM audit_event e WHERE e.proposal_id = p.id AND +e.kind = 'commit_intent') "
                 "AS has_intent "
                 "FROM decision d JOIN proposal p ON p.id = d.proposal_id "

@@ -43,6 +43,8 @@ class Proposal(SQLModel, table=True):
     session_id: str | None = None
     policy_digest: str
     expires_at: str = Field(index=True)
+    # The workspace root's resolved real path at proposal time (migration 0004); NULL on older rows.
+    workspace_real: str | None = None
 
 
 class Decision(SQLModel, table=True):

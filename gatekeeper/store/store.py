@@ -85,6 +85,9 @@ class ProposalDraft:
     client_version: str | None = None
     protocol_version: str | None = None
     session_id: str | None = None
+    # The workspace root's resolved real path when the proposal was made: the committer refuses
+    # if the root resolves elsewhere by then. None: unknown (then the workspace itself must be real).
+    workspace_real: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,9 +178,10 @@ class Store:
             existing = conn.first(
                 "SELECT p.id, p.expires_at FROM proposal p WHERE p.server = ? AND p.tool = ? "
                 "AND p.args_sha256 = ? AND p.path = ? AND p.sha256 = ? AND p.expires_at > ? "
+                "AND p.workspace = ? AND p.workspace_real IS ? "
                 "AND NOT EXISTS (SELECT 1 FROM decision d WHERE d.proposal_id = p.id) "
                 "ORDER BY p.created_at DESC LIMIT 1",
-                (draft.server, draft.tool, args_sha, draft.path, digest, now),
+                (draft.server, draft.tool, args_sha, draft.path, digest, now, draft.workspace, draft.workspace_real),
             )
             if existing:
                 self._append(
@@ -210,6 +214,7 @@ class Store:
                     session_id=draft.session_id,
                     policy_digest=draft.policy_digest,
                     expires_at=draft.expires_at,
+                    workspace_real=draft.workspace_real,
                 ),
             )
             self._append(
@@ -230,6 +235,7 @@ class Store:
                     "protocol_version": draft.protocol_version,
                     "session_id": draft.session_id,
                     "policy_digest": draft.policy_digest,
+                    "workspace_real": draft.workspace_real,
                 },
             )
             return Proposed(pid, True, digest, len(draft.content), draft.expires_at)
@@ -258,6 +264,8 @@ class Store:
             refusal, error = self._decision_refusal(conn, proposal_id, verdict, reviewer, sha256, path, reason)
             if refusal is None:
                 decided_at = now_ts()
+                row = conn.first("SELECT workspace_real FROM proposal WHERE id = ?", (proposal_id,))
+                workspace_real = row[0] if row else None
                 signature = signing.sign(
                     key,
                     signing.decision_message(
@@ -268,6 +276,7 @@ class Store:
                         sha256=sha256,
                         path=path,
                         decided_at=decided_at,
+                        workspace_real=workspace_real,
                     ),
                 )
                 try:
