@@ -56,7 +56,8 @@ def test_the_review_page_shows_where_a_linked_workspace_leads(tmp_path: Path, ho
         page = Page(base)
         assert page.login().status_code == 303
         html = page.client.get(f"/proposals/{pid}").text
-        assert f'<code id="workspace-real">{real}</code>' in html and f"<code>{link}</code> resolves to" in html
+        assert f'<code class="path" id="workspace-real">{real}</code>' in html
+        assert f'<code class="path">{link}</code> resolves to' in html
         assert 'id="workspace-real"' not in page.client.get(f"/proposals/{same}").text  # no noise when equal
 
 
