@@ -222,3 +222,13 @@ def test_a_missing_workspace_makes_approvals_wait_not_fail(world: World) -> None
     (world.root / "unmounted").rename(world.workspace)
     assert run_commit(world, "--once").code == 0
     assert world.outcome(pid)[0] == "created"  # type: ignore[index]
+
+
+def test_folders_the_committer_makes_are_0755_despite_its_private_umask(world: World) -> None:
+    """The CLI runs under umask 077 (for the home); that must not leak into the workspace."""
+    pid = world.propose("notes/deep/er/new.md", b"new\n")
+    run = run_commit(world, "--once")
+    assert run.code == 0, run.err
+    assert pid in run.out
+    for folder in ("notes", "notes/deep", "notes/deep/er"):
+        assert (world.workspace / folder).stat().st_mode & 0o777 == 0o755, folder

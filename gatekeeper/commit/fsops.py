@@ -122,15 +122,19 @@ def open_dir(root_fd: int, parts: list[str], sw: Switches, *, create: bool) -> i
     try:
         for i, part in enumerate(parts):
             where = "/".join(parts[: i + 1])
+            made = False
             for attempt in (1, 2):
                 try:
                     child = _open_child(fd, part, sw)
+                    if made:  # 0755 whatever the umask: Gatekeeper's own processes run under 077
+                        os.fchmod(child, 0o755)
                     break
                 except FileNotFoundError:
                     if not create or attempt == 2:
                         raise
                     try:
                         os.mkdir(part, 0o755, dir_fd=fd)
+                        made = True
                     except FileExistsError:
                         continue  # another committer made it, or something else is there: open says which
                     sw.point("after_mkdir")
