@@ -35,7 +35,7 @@ from gatekeeper.canonical import canonical_json, new_id, sha256_hex
 from gatekeeper.errors import InvalidInput
 from gatekeeper.home import Home
 from gatekeeper.policy import RESERVED_TOOL, Policy
-from gatekeeper.proxy import intake
+from gatekeeper.proxy import intake, wire
 from gatekeeper.proxy.catalog import Catalog, Route, definition
 from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
 from gatekeeper.proxy.handoff import HandOff
@@ -146,6 +146,20 @@ class Proxy:
             raise MCPError(
                 types.INTERNAL_ERROR, f"Gatekeeper internal error in {ctx.method}; details are in its log"
             ) from None
+
+    async def wire_refused(self, payload: dict[str, Any]) -> None:
+        """A host message refused before the SDK saw it (proxy/wire.py has answered it already)."""
+        await self.event(ev.REQUEST_REFUSED, payload)
+
+    def line_limit(self) -> int:
+        """The largest message accepted from the host, big enough for any proposal the policy allows."""
+        sizes = [
+            rule.propose.max_bytes
+            for server in self.policy.servers.values()
+            for rule in server.tools.values()
+            if rule.propose is not None
+        ]
+        return wire.line_limit(sizes)
 
     async def _on_child_event(self, kind: str, payload: dict[str, Any]) -> None:
         log.info("%s %s", kind, payload.get("server"))
