@@ -378,3 +378,20 @@ def test_a_line_over_the_cap_is_answered_not_read_whole(tmp_path: Path, home: Ho
         "id": "huge",
     }
     assert rows(home.db_path, "SELECT count(*) FROM proposal") == [(0,)]
+
+
+def test_nan_in_proposal_arguments_is_a_clear_tool_error(tmp_path: Path, home: Home) -> None:
+    """The SDK's parser takes NaN and Infinity; a proposal cannot record them, and says so."""
+    proxy = RawProxy(write_policy(tmp_path), home.path)
+    try:
+        proxy.send(INIT)
+        proxy.wait_for(1)
+        proxy.send(_call("nan", "create_note", b'{"title":"n","body":"b","x":NaN}'))
+        result = proxy.wait_for("nan")["result"]
+        assert result["isError"] is True
+        assert "contain NaN or Infinity" in result["content"][0]["text"]
+    finally:
+        proxy.close()
+    ((payload,),) = rows(home.db_path, "SELECT payload FROM audit_event WHERE kind = 'proposal_refused'")
+    assert len(json.loads(payload)["args_sha256"]) == 64
+    assert rows(home.db_path, "SELECT count(*) FROM proposal") == [(0,)]

@@ -31,7 +31,7 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from gatekeeper import __version__
-from gatekeeper.canonical import canonical_json, new_id, sha256_hex
+from gatekeeper.canonical import new_id
 from gatekeeper.errors import InvalidInput
 from gatekeeper.home import Home
 from gatekeeper.policy import RESERVED_TOOL, Policy
@@ -47,6 +47,7 @@ from gatekeeper.store.store import Store
 log = logging.getLogger("gatekeeper.proxy")
 T = TypeVar("T")
 _HOST_META = "io.modelcontextprotocol/"
+_WHY_CHARS = 500  # a refusal's reason may quote the caller's input: keep the audit row bounded
 
 
 class Proxy:
@@ -340,8 +341,8 @@ class Proxy:
                 {
                     "server": route.server,
                     "tool": route.tool,
-                    "why": str(exc),
-                    "args_sha256": sha256_hex(canonical_json(arguments, allow_floats=True).encode("utf-8")),
+                    "why": str(exc)[:_WHY_CHARS],
+                    "args_sha256": intake.arguments_digest(arguments),
                 },
             )
             return tool_error(f"Not proposed: {exc}")
