@@ -4,6 +4,7 @@ Whatever arrives, the proxy stays up and every line it writes to stdout is JSON-
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import threading
@@ -71,6 +72,11 @@ class RawProxy:
     def close(self) -> None:
         self.proc.kill()
         self.proc.wait()
+        self._reader.join(timeout=10)  # ends at EOF, now that the proxy is gone
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(BrokenPipeError):  # unflushed bytes the dead proxy never read
+                    pipe.close()
         self.stderr.close()
 
     def assert_stdout_is_jsonrpc(self) -> None:
