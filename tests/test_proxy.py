@@ -123,6 +123,62 @@ async def test_existing_destination_and_limits_are_refused(setup: tuple[Path, Pa
     assert rows(home / "gatekeeper.db", "SELECT count(*) FROM proposal") == [(1,)]
 
 
+def _json_size(value: object) -> int:
+    return len(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+async def test_a_huge_extra_argument_is_refused_and_not_stored(setup: tuple[Path, Path, Path]) -> None:
+    """6 bytes of content with a 12 MiB extra argument, under max_bytes 1000: refused, nothing kept."""
+    from gatekeeper.canonical import sha256_hex
+    from gatekeeper.proxy.intake import ARGUMENT_ALLOWANCE
+
+    policy, home, workspace = setup
+    before = files_under(workspace)
+    huge = {"title": "small", "body": "6bytes", "padding": "p" * (12 * 1024 * 1024)}
+    async with proxied(policy, home) as p:
+        result = await p.call_tool("create_note", huge)
+        assert result.is_error, result.structured_content
+        text = result.content[0].text
+        assert text.startswith("Not proposed: the arguments are 12,582,9")
+        assert f"over this tool's limit of {8 + ARGUMENT_ALLOWANCE:,} bytes" in text
+        assert "send only the arguments the tool needs" in text
+        assert not (await p.call_tool("create_note", {"title": "small", "body": "6bytes"})).is_error
+    assert files_under(workspace) == before
+    assert rows(home / "gatekeeper.db", "SELECT count(*) FROM proposal") == [(1,)]  # only the small one
+    ((_, _, payload),) = events(home, "proposal_refused")
+    assert len(payload) < 2000
+    assert json.loads(payload)["args_sha256"] == sha256_hex(
+        json.dumps(huge, sort_keys=True, separators=(",", ":")).encode()
+    )
+    (size,) = rows(home / "gatekeeper.db", "SELECT max(length(payload)) FROM audit_event")[0]
+    assert size < 2000  # no event kept the arguments either
+
+
+async def test_an_argument_object_at_the_bound_is_accepted(setup: tuple[Path, Path, Path]) -> None:
+    """The whole object may be the content's JSON size plus ARGUMENT_ALLOWANCE: exactly that passes, a byte more not."""
+    from gatekeeper.proxy.intake import ARGUMENT_ALLOWANCE
+
+    policy, home, _ = setup
+    body = 'line "one"\n' + "x" * 900  # escapes count: the bound is on the JSON size
+    limit = _json_size(body) + ARGUMENT_ALLOWANCE
+
+    def args(title: str) -> dict[str, str]:
+        base = {"title": title, "body": body, "extra": ""}
+        return {**base, "extra": "e" * (limit - _json_size(base))}
+
+    at, over = args("at"), args("over")
+    over["extra"] += "e"
+    assert _json_size(at) == limit and _json_size(over) == limit + 1
+    async with proxied(policy, home) as p:
+        accepted = await p.call_tool("create_note", at)
+        refused = await p.call_tool("create_note", over)
+    assert not accepted.is_error, accepted.content
+    assert refused.is_error and f"{limit + 1:,} bytes as JSON, over this tool's limit of {limit:,}" in (
+        refused.content[0].text
+    )
+    assert rows(home / "gatekeeper.db", "SELECT path FROM proposal") == [("notes/at.md",)]
+
+
 async def test_denied_and_unknown_tools_are_refused_with_an_event(setup: tuple[Path, Path, Path]) -> None:
     policy, home, workspace = setup
     async with proxied(policy, home) as p:

@@ -4,6 +4,7 @@ Whatever arrives, the proxy stays up and every line it writes to stdout is JSON-
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import threading
@@ -71,6 +72,11 @@ class RawProxy:
     def close(self) -> None:
         self.proc.kill()
         self.proc.wait()
+        self._reader.join(timeout=10)  # ends at EOF, now that the proxy is gone
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(BrokenPipeError):  # unflushed bytes the dead proxy never read
+                    pipe.close()
         self.stderr.close()
 
     def assert_stdout_is_jsonrpc(self) -> None:
@@ -156,9 +162,29 @@ def test_malformed_input_never_breaks_the_proxy_or_its_stdout(tmp_path: Path, ho
         assert proxy.proc.poll() is None
         bad_call = proxy.wait_for(11)
         assert bad_call.get("error") or bad_call["result"].get("isError")
+        expected = 1 + sum(1 for case in cases if _wants_answer(case)) + 2  # initialize, the cases, after, read
+        deadline = time.monotonic() + 30
+        while len(proxy.lines) < expected and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(proxy.lines) == expected  # one answer per request, however broken; none to notifications
         proxy.assert_stdout_is_jsonrpc()
     finally:
         proxy.close()
+
+
+def _wants_answer(case: bytes) -> bool:
+    """JSON-RPC: every request is answered, a broken one too; a valid notification or response is not."""
+    from mcp import types
+
+    if not case.strip():
+        return False
+    try:
+        message = types.jsonrpc_message_adapter.validate_json(case, by_name=False)
+    except Exception:
+        return True
+    if isinstance(message, types.JSONRPCNotification):
+        return b'"id"' in case  # a request with an id of the wrong type is a broken request, not a notification
+    return isinstance(message, types.JSONRPCRequest)
 
 
 def test_first_message_is_tools_list_with_the_2026_envelope(tmp_path: Path, home: Home) -> None:
@@ -267,4 +293,111 @@ def test_forged_request_state_is_refused(tmp_path: Path, home: Home) -> None:
         proxy.assert_stdout_is_jsonrpc()
     finally:
         proxy.close()
+    assert rows(home.db_path, "SELECT count(*) FROM proposal") == [(0,)]
+
+
+def _call(rid: Any, name: str, arguments: bytes) -> bytes:
+    """A ``tools/call`` line with raw argument bytes, the id first as the SDK clients write it."""
+    head = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call"}).encode()[:-1]
+    return head + b',"params":{"name":"' + name.encode() + b'","arguments":' + arguments + b"}}"
+
+
+HOSTILE: list[tuple[bytes, Any, int, str]] = [  # the line, the id answered, the code, the audit reason
+    (_call("sur", "create_note", b'{"title":"t","body":"\\udc80"}'), "sur", -32600, "lone_surrogate"),
+    (_call("sur2", "list_notes", b'{"x":"a\\ud800b"}'), "sur2", -32600, "lone_surrogate"),
+    (_call("utf", "create_note", b'{"title":"u","body":"\xed\xb2\x80 and \xff"}'), "utf", -32600, "invalid_utf8"),
+    (_call(600, "list_notes", b'{"x":' + b"[" * 600 + b"]" * 600 + b"}"), 600, -32600, "too_deep"),
+    (_call("d150", "list_notes", b'{"x":' + b"[" * 150 + b"]" * 150 + b"}"), "d150", -32600, "too_deep"),
+    (_call("d9k", "list_notes", b'{"x":' + b"[" * 9000), "d9k", -32600, "too_deep"),
+    (_call("cut", "list_notes", b'{"x":"unterminated'), "cut", -32600, "not_json"),
+    (b'{"jsonrpc":"2.0","id":"p","method":"tools/call","params":"x"}', "p", -32600, "not_jsonrpc"),
+    (b'{"jsonrpc":"2.0","id":true,"method":"tools/list"}', None, -32600, "bad_id"),
+    (b'{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}', None, -32600, "bad_id"),
+    (b"not json at all", None, -32700, "not_json"),
+    (b"\xff\xfe{}", None, -32700, "invalid_utf8"),
+]
+
+
+def test_each_unparseable_request_gets_one_error_and_an_event(tmp_path: Path, home: Home) -> None:
+    """Lone surrogates, invalid UTF-8, deep nesting, broken JSON: one JSON-RPC error each, with
+    the id when it can be recovered, a refusal event each, and the proxy keeps serving."""
+    proxy = RawProxy(write_policy(tmp_path), home.path)
+    try:
+        proxy.send(INIT)
+        assert "result" in proxy.wait_for(1)
+        proxy.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for line, *_ in HOSTILE:
+            proxy.send(line)
+        proxy.send(
+            {"jsonrpc": "2.0", "id": "ok", "method": "tools/call", "params": {"name": "list_notes", "arguments": {}}}
+        )
+        assert proxy.wait_for("ok")["result"]["isError"] is False
+        answers = [json.loads(line) for line in proxy.lines]
+        for _, rid, code, _reason in HOSTILE:
+            if rid is not None:
+                (answer,) = [a for a in answers if a.get("id") == rid]  # exactly one
+                assert answer["error"]["code"] == code, answer
+                assert "Gatekeeper refused the message" in answer["error"]["message"]
+        nulls = [a for a in answers if "id" in a and a["id"] is None]
+        assert sorted(a["error"]["code"] for a in nulls) == sorted(c for _, rid, c, _ in HOSTILE if rid is None)
+        assert proxy.proc.poll() is None
+        proxy.assert_stdout_is_jsonrpc()
+    finally:
+        proxy.close()
+    refused = [json.loads(payload) for _, _, payload in rows_events(home, "request_refused")]
+    assert [e["reason"] for e in refused] == [reason for *_, reason in HOSTILE]
+    assert [e["size"] for e in refused] == [len(line) for line, *_ in HOSTILE]
+    assert {e.get("method") for e in refused} >= {"tools/call", "tools/list"}
+    assert all(set(e) <= {"reason", "size", "code", "method", "id"} for e in refused)  # never the content
+    assert rows(home.db_path, "SELECT count(*) FROM proposal") == [(0,)]  # not proposed with altered bytes
+
+
+def rows_events(home: Home, kind: str) -> list[tuple[Any, ...]]:
+    return rows(home.db_path, "SELECT kind, proposal_id, payload FROM audit_event WHERE kind = ? ORDER BY seq", kind)
+
+
+@pytest.mark.slow
+def test_a_line_over_the_cap_is_answered_not_read_whole(tmp_path: Path, home: Home) -> None:
+    """A message over the per-line cap (64 MiB for this policy) gets -32600 with its id; the rest is skipped."""
+    from gatekeeper.proxy.wire import MIN_LINE_BYTES
+
+    proxy = RawProxy(write_policy(tmp_path), home.path)
+    try:
+        proxy.send(INIT)
+        proxy.wait_for(1)
+        huge = _call("huge", "write_note", b'{"path":"notes/h.md","body":"' + b"a" * MIN_LINE_BYTES + b'"}')
+        proxy.send(huge)
+        answer = proxy.wait_for("huge", timeout=60)
+        assert answer["error"]["code"] == -32600
+        assert f"over Gatekeeper's limit of {MIN_LINE_BYTES:,} bytes" in answer["error"]["message"]
+        proxy.send({"jsonrpc": "2.0", "id": "next", "method": "tools/list"})
+        assert "tools" in proxy.wait_for("next")["result"]
+        proxy.assert_stdout_is_jsonrpc()
+    finally:
+        proxy.close()
+    ((payload,),) = rows(home.db_path, "SELECT payload FROM audit_event WHERE kind = 'request_refused'")
+    assert json.loads(payload) == {
+        "reason": "too_large",
+        "size": len(huge),
+        "code": -32600,
+        "method": "tools/call",
+        "id": "huge",
+    }
+    assert rows(home.db_path, "SELECT count(*) FROM proposal") == [(0,)]
+
+
+def test_nan_in_proposal_arguments_is_a_clear_tool_error(tmp_path: Path, home: Home) -> None:
+    """The SDK's parser takes NaN and Infinity; a proposal cannot record them, and says so."""
+    proxy = RawProxy(write_policy(tmp_path), home.path)
+    try:
+        proxy.send(INIT)
+        proxy.wait_for(1)
+        proxy.send(_call("nan", "create_note", b'{"title":"n","body":"b","x":NaN}'))
+        result = proxy.wait_for("nan")["result"]
+        assert result["isError"] is True
+        assert "contain NaN or Infinity" in result["content"][0]["text"]
+    finally:
+        proxy.close()
+    ((payload,),) = rows(home.db_path, "SELECT payload FROM audit_event WHERE kind = 'proposal_refused'")
+    assert len(json.loads(payload)["args_sha256"]) == 64
     assert rows(home.db_path, "SELECT count(*) FROM proposal") == [(0,)]

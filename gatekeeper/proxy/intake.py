@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import os
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from gatekeeper.canonical import format_ts, utc_now
+from gatekeeper.canonical import format_ts, sha256_hex, utc_now
 from gatekeeper.errors import InvalidInput
 from gatekeeper.paths import PathRefused, check_existing, normalise_destination
 from gatekeeper.policy import Propose, Server
 from gatekeeper.store.store import ProposalDraft
+
+ARGUMENT_ALLOWANCE = 8 * 1024
+"""Room in a proposal's argument object for everything besides the content (path, title, small
+extras): the whole object, as canonical JSON, may be the content's own JSON size plus this."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,39 @@ def content(rule: Propose, args: dict[str, Any]) -> bytes:
     return data
 
 
+def _json_size(value: Any) -> int:
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        raise InvalidInput(
+            "the arguments contain NaN or Infinity, which JSON does not allow", "send finite numbers, or strings"
+        ) from None
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def bound_arguments(rule: Propose, arguments: dict[str, Any]) -> None:
+    """Refuse an argument object much larger than its content: the row that records it is kept forever.
+
+    Call after ``content``: the content is already within ``max_bytes``.
+    """
+    content_size = _json_size(rule.content.render(arguments))
+    limit = content_size + ARGUMENT_ALLOWANCE
+    size = _json_size(arguments)
+    if size > limit:
+        raise InvalidInput(
+            f"the arguments are {size:,} bytes as JSON, over this tool's limit of {limit:,} bytes "
+            f"(the content's {content_size:,} bytes plus {ARGUMENT_ALLOWANCE:,} for everything else)",
+            "send only the arguments the tool needs, and put large data in the content",
+        )
+
+
+def arguments_digest(arguments: Any) -> str:
+    """sha256 of the canonical JSON of any argument object, even one that cannot be proposed:
+    what an audit event keeps instead of the arguments themselves."""
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return sha256_hex(text.encode("utf-8", "surrogatepass"))
+
+
 def draft(
     server_name: str,
     server: Server,
@@ -92,6 +130,7 @@ def draft(
         )
     path = destination(rule, server, arguments)
     data = content(rule, arguments)
+    bound_arguments(rule, arguments)
     check_existing(server.workspace, path)
     return ProposalDraft(
         server=server_name,

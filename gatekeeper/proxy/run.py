@@ -29,15 +29,14 @@ def _logging(home: Home) -> None:
 
 
 def serve_stdio(policy: Policy, home: Home, *, mode: str = "auto") -> None:
-    from mcp.server.stdio import stdio_server
-
     from gatekeeper.proxy.server import Proxy
+    from gatekeeper.proxy.wire import filtered_stdio
 
     _logging(home)
 
     async def main() -> None:
         proxy = Proxy(policy, home, mode=mode)
-        async with stdio_server() as (read, write):
+        async with filtered_stdio(proxy.wire_refused, proxy.line_limit()) as (read, write):
             sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)
             await proxy.server.run(read, write, proxy.initialization_options())
 

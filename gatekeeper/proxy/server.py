@@ -31,11 +31,11 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from gatekeeper import __version__
-from gatekeeper.canonical import canonical_json, new_id, sha256_hex
+from gatekeeper.canonical import new_id
 from gatekeeper.errors import InvalidInput
 from gatekeeper.home import Home
 from gatekeeper.policy import RESERVED_TOOL, Policy
-from gatekeeper.proxy import intake
+from gatekeeper.proxy import intake, wire
 from gatekeeper.proxy.catalog import Catalog, Route, definition
 from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
 from gatekeeper.proxy.handoff import HandOff
@@ -47,6 +47,7 @@ from gatekeeper.store.store import Store
 log = logging.getLogger("gatekeeper.proxy")
 T = TypeVar("T")
 _HOST_META = "io.modelcontextprotocol/"
+_WHY_CHARS = 500  # a refusal's reason may quote the caller's input: keep the audit row bounded
 
 
 class Proxy:
@@ -146,6 +147,20 @@ class Proxy:
             raise MCPError(
                 types.INTERNAL_ERROR, f"Gatekeeper internal error in {ctx.method}; details are in its log"
             ) from None
+
+    async def wire_refused(self, payload: dict[str, Any]) -> None:
+        """A host message refused before the SDK saw it (proxy/wire.py has answered it already)."""
+        await self.event(ev.REQUEST_REFUSED, payload)
+
+    def line_limit(self) -> int:
+        """The largest message accepted from the host, big enough for any proposal the policy allows."""
+        sizes = [
+            rule.propose.max_bytes
+            for server in self.policy.servers.values()
+            for rule in server.tools.values()
+            if rule.propose is not None
+        ]
+        return wire.line_limit(sizes)
 
     async def _on_child_event(self, kind: str, payload: dict[str, Any]) -> None:
         log.info("%s %s", kind, payload.get("server"))
@@ -326,8 +341,8 @@ class Proxy:
                 {
                     "server": route.server,
                     "tool": route.tool,
-                    "why": str(exc),
-                    "args_sha256": sha256_hex(canonical_json(arguments, allow_floats=True).encode("utf-8")),
+                    "why": str(exc)[:_WHY_CHARS],
+                    "args_sha256": intake.arguments_digest(arguments),
                 },
             )
             return tool_error(f"Not proposed: {exc}")

@@ -8,6 +8,7 @@ PROPOSAL_CREATED = "proposal_created"
 PROPOSAL_REPEATED = "proposal_repeated"
 PROPOSAL_REFUSED = "proposal_refused"
 TOOL_DENIED = "tool_denied"
+REQUEST_REFUSED = "request_refused"  # a host message the proxy could not take (see proxy/wire.py)
 DECISION = "decision"
 DECISION_REFUSED = "decision_refused"
 COMMIT_INTENT = "commit_intent"

@@ -1,0 +1,341 @@
+"""The proxy's stdin, line by line, before the SDK sees it.
+
+The SDK's stdio transport drops a line it cannot parse or validate (a lone surrogate escape,
+nesting deeper than its parser allows, a wrong-shaped message) without answering, so the host
+waits for its own time-out; it also decodes invalid UTF-8 by *replacing* bytes, so a proposal
+could carry other bytes than the host sent. This filter checks every line first (size, UTF-8,
+JSON, depth, JSON-RPC shape) and answers a bad one itself with a JSON-RPC error on the SDK's
+write stream, so stdout stays pure JSON-RPC. Good lines go to the SDK unchanged.
+
+Each refusal is reported through a callback (the proxy records an audit event) with a bounded
+payload: the reason, the line's size, and the method and id when they can be recovered. The
+raw content is never reported.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import IO, Any
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+log = logging.getLogger("gatekeeper.proxy.wire")
+
+MAX_DEPTH = 100
+"""Deepest nesting of arrays and objects in one message (the SDK's own parser stops at 201)."""
+MIN_LINE_BYTES = 64 * 1024 * 1024
+"""Every message may be this large, whatever the policy says."""
+LINE_FACTOR = 8
+"""A proposal's content grows up to 6 times when escaped as JSON: the cap is 8 × the largest max_bytes."""
+_SCAN_BYTES = 1024 * 1024  # how much of a broken line the id/method scan looks at
+_FIELD_CHARS = 100  # longest method or id reported
+_PARSE_REASONS = frozenset({"too_large", "invalid_utf8", "not_json", "lone_surrogate", "too_deep"})
+
+
+def line_limit(max_bytes: list[int]) -> int:
+    """The largest line accepted: generous, and never below what a proposal may need."""
+    return max([MIN_LINE_BYTES, *(LINE_FACTOR * m for m in max_bytes)])
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One refused line: what the host is told and what the audit log keeps."""
+
+    code: int
+    message: str
+    reason: str
+    size: int
+    request_id: str | int | None = None
+    method: str | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """The audit payload: bounded, and never the line's content."""
+        out: dict[str, Any] = {"reason": self.reason, "size": self.size, "code": self.code}
+        if self.method is not None:
+            out["method"] = self.method[:_FIELD_CHARS]
+        if self.request_id is not None:
+            out["id"] = self.request_id if isinstance(self.request_id, int) else self.request_id[:_FIELD_CHARS]
+        return out
+
+    def response(self) -> SessionMessage:
+        error = types.ErrorData(code=self.code, message=self.message)
+        return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=self.request_id, error=error))
+
+
+# -- checking one line ---------------------------------------------------------------------------
+
+
+def check(line: bytes, *, size: int | None = None, limit: int = MIN_LINE_BYTES) -> Refusal | None:
+    """``None`` if the SDK can take the line as it is, else the refusal to answer with.
+
+    ``size`` is the full size when ``line`` is only the start of an over-long line.
+    """
+    size = len(line) if size is None else size
+    if size > limit:
+        rid, method = recover(line[:_SCAN_BYTES].decode("utf-8", "replace"))
+        return _refuse(
+            "too_large",
+            f"the message is {size:,} bytes, over Gatekeeper's limit of {limit:,} bytes per message; "
+            "send smaller arguments",
+            size,
+            rid,
+            method,
+        )
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        rid, method = recover(line.decode("utf-8", "replace"))
+        return _refuse(
+            "invalid_utf8",
+            f"the message is not valid UTF-8 (bad byte at offset {exc.start}); send JSON encoded as UTF-8",
+            size,
+            rid,
+            method,
+        )
+    try:
+        message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except ValidationError as exc:
+        return _invalid(text, exc, size)
+    params = message.params if isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification) else None
+    if params and _depth(params) + 1 > MAX_DEPTH:
+        return _refuse(
+            "too_deep",
+            f"the message is nested deeper than {MAX_DEPTH} levels; send flatter arguments",
+            size,
+            getattr(message, "id", None),
+            getattr(message, "method", None),
+        )
+    if isinstance(message, types.JSONRPCNotification) and '"id"' in text:
+        top = _top_level(text)
+        if isinstance(top, dict) and "id" in top:  # the SDK would take it as a notification and never answer
+            return _refuse(
+                "bad_id",
+                "the request id must be a string or an integer; send a request with a valid id",
+                size,
+                None,
+                message.method,
+            )
+    return None
+
+
+def _invalid(text: str, exc: ValidationError, size: int) -> Refusal:
+    rid, method = recover(text)
+    errors = exc.errors(include_url=False, include_input=False)
+    json_error = next((e["msg"] for e in errors if e["type"] == "json_invalid"), None)
+    if json_error is None:
+        return _refuse(
+            "not_jsonrpc",
+            'the message is not a valid JSON-RPC 2.0 request (it needs "jsonrpc": "2.0", a string '
+            '"method", an object "params" if any, and a string or integer "id")',
+            size,
+            rid,
+            method,
+        )
+    detail = json_error.removeprefix("Invalid JSON: ")
+    if "recursion limit" in detail:
+        return _refuse(
+            "too_deep",
+            f"the message is nested deeper than {MAX_DEPTH} levels; send flatter arguments",
+            size,
+            rid,
+            method,
+        )
+    if "surrogate" in detail or ("hex escape" in detail and _SURROGATE_ESCAPE.search(text)):
+        detail = detail.replace("unexpected end of hex escape", "lone surrogate escape")
+        return _refuse(
+            "lone_surrogate",
+            f"the message contains an unpaired UTF-16 surrogate escape ({detail}); strings must be valid "
+            "Unicode: escape characters outside the BMP as a complete surrogate pair, or send them as UTF-8",
+            size,
+            rid,
+            method,
+        )
+    return _refuse(
+        "not_json", f"the message is not valid JSON ({detail}); send one JSON-RPC message per line", size, rid, method
+    )
+
+
+def _refuse(reason: str, why: str, size: int, rid: Any, method: Any) -> Refusal:
+    """-32600 with the id when one was recovered; a line that did not parse and has none is -32700.
+
+    An id is answered only next to a method: an id alone may belong to the host's broken reply
+    to one of ours, and answering it would settle an unrelated request of the host's.
+    """
+    method = method if isinstance(method, str) else None
+    valid_id = isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
+    rid = rid if valid_id and method is not None else None
+    parse_error = rid is None and reason in _PARSE_REASONS
+    code, prefix = (types.PARSE_ERROR, "Parse error") if parse_error else (types.INVALID_REQUEST, "Invalid request")
+    return Refusal(code, f"{prefix}: Gatekeeper refused the message: {why}.", reason, size, rid, method)
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of parsed JSON, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if level > MAX_DEPTH:
+            return level
+        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
+def _top_level(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],:]|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null')
+
+
+def recover(text: str) -> tuple[Any, Any]:
+    """The top-level ``id`` and ``method`` of a message that failed, if they can be found.
+
+    Python's parser takes lone surrogates and deeper nesting than the SDK's; when even it fails
+    (cut off, broken, far too deep), a shallow token scan of the first MiB reads the top-level
+    keys, skipping nested values without building them.
+    """
+    top = _top_level(text)
+    if isinstance(top, dict):
+        return top.get("id"), top.get("method")
+    if top is not None:
+        return None, None
+    found: dict[str, Any] = {}
+    depth, key, expect_key = 0, None, False
+    for match in _TOKEN.finditer(text[:_SCAN_BYTES]):
+        token = match.group()
+        if token in "{[":
+            depth += 1
+            expect_key = depth == 1 and token == "{"
+            continue
+        if token in "}]":
+            depth -= 1
+            if depth <= 0:
+                break
+            continue
+        if depth != 1:
+            continue
+        if token == ",":
+            expect_key = True
+        elif token == ":":
+            expect_key = False
+        elif expect_key:
+            key = _scalar(token)
+        elif key in ("id", "method") and key not in found:
+            found[key] = _scalar(token)
+            if len(found) == 2:
+                break
+    return found.get("id"), found.get("method")
+
+
+def _scalar(token: str) -> Any:
+    try:
+        return json.loads(token)
+    except ValueError:
+        return None
+
+
+# -- the stream ------------------------------------------------------------------------------------
+
+OnRefusal = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class Wire:
+    """Feeds the SDK's stdin reader checked lines; answers refused ones on its write stream."""
+
+    def __init__(self, source: IO[bytes], on_refusal: OnRefusal, limit: int) -> None:
+        self._source = source
+        self._on_refusal = on_refusal
+        self._limit = limit
+        self._write: Any = None
+
+    def answer_on(self, write: Any) -> None:
+        self._write = write
+
+    def _read_line(self) -> tuple[bytes, int] | None:
+        """One line without its line ending (or the start of an over-long one, the rest skipped),
+        and the message's full size."""
+        first = self._source.readline(self._limit + 2)
+        if not first:
+            return None
+        line = first.rstrip(b"\r\n")
+        if len(line) <= self._limit or first.endswith(b"\n"):
+            return line, len(line)
+        size = len(first)
+        while chunk := self._source.readline(1024 * 1024):
+            size += len(chunk.rstrip(b"\r\n"))
+            if chunk.endswith(b"\n"):
+                break
+        return first[:_SCAN_BYTES], size
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        while True:
+            got = await anyio.to_thread.run_sync(self._read_line, abandon_on_cancel=True)
+            if got is None:
+                return
+            line, size = got
+            if not line.strip():
+                continue  # a blank line is framing, not a message
+            refusal = check(line, size=size, limit=self._limit)
+            if refusal is None:
+                yield line.decode("utf-8")
+                continue
+            log.warning("refused a message from the host: %s (%d bytes)", refusal.reason, size)
+            await self._answer(refusal)
+            try:
+                await self._on_refusal(refusal.payload())
+            except Exception:
+                log.exception("could not report a refused message")
+
+    async def _answer(self, refusal: Refusal) -> None:
+        if self._write is None:
+            return
+        try:
+            await self._write.send(refusal.response())
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            log.debug("host gone; refusal not sent")
+
+
+def _claim_stdin() -> IO[bytes]:
+    """A private handle on the wire, with fd 0 pointed at the null device (as the SDK does),
+    so nothing else in the process reads the host's bytes."""
+    try:
+        private = os.dup(0)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    except OSError:
+        return sys.stdin.buffer
+    return os.fdopen(private, "rb", closefd=False)  # a reading thread may outlive the transport
+
+
+@asynccontextmanager
+async def filtered_stdio(on_refusal: OnRefusal, limit: int) -> AsyncIterator[tuple[Any, Any]]:
+    """``mcp.server.stdio.stdio_server`` with every stdin line checked by ``Wire`` first."""
+    from mcp.server.stdio import stdio_server
+
+    wire = Wire(_claim_stdin(), on_refusal, limit)
+    async with stdio_server(stdin=wire) as (read, write):  # type: ignore[arg-type]
+        wire.answer_on(write)
+        yield read, write
