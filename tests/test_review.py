@@ -143,9 +143,10 @@ def test_changed_password_ends_old_sessions(home: Home, site: str) -> None:
     result = CliRunner().invoke(
         cli, ["--home", str(home.path), "reviewer", "passwd", "alice", "--password-stdin"], input="n3w secret pass\n"
     )
-    assert result.exit_code == 0 and "ended 1 open session" in result.output, result.output
+    assert result.exit_code == 0, result.output
     gone = page.client.get("/")  # the cookie from before the change
     assert gone.status_code == 303 and gone.headers["location"] == "/login"
+    assert "ended 1 open session" in result.output, result.output
     before = event_count(home, "request_refused")
     refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", csrf), 401, before)
     conn = sqlite3.connect(home.db_path)

@@ -92,11 +92,15 @@ def test_parallel_wrong_passwords_get_at_most_five_checks(home: Home, server: tu
 # -- item 4: request bodies are capped before parsing ----------------------------------------------
 
 
-def rss_kib(pid: int) -> int:
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS (now) and VmHWM (the peak so far): a body read and freed shows only in the peak."""
+    found = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            found[key] = int(value.split()[0])
+    assert set(found) == {"VmRSS", "VmHWM"}, found
+    return found
 
 
 def raw_post(base: str, headers: dict[str, str], body: Iterator[bytes]) -> tuple[int, bytes, float]:
@@ -147,6 +151,18 @@ def fixed(size: int, chunk: int = 256 * 1024) -> Iterator[bytes]:
         yield b"a" * n
 
 
+def multipart_file(size: int) -> Iterator[bytes]:
+    """Exactly ``size`` bytes: one well-formed multipart file part (the reported attack's shape)."""
+    head = (
+        b'--XyZ\r\nContent-Disposition: form-data; name="password"; filename="p.bin"\r\n'
+        b"Content-Type: application/octet-stream\r\n\r\n"
+    )
+    tail = b"\r\n--XyZ--\r\n"
+    yield head
+    yield from fixed(size - len(head) - len(tail))
+    yield tail
+
+
 def chunked(size: int, chunk: int = 8 * 1024) -> Iterator[bytes]:
     for piece in fixed(size, chunk):
         yield f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
@@ -156,22 +172,28 @@ def chunked(size: int, chunk: int = 8 * 1024) -> Iterator[bytes]:
 def test_huge_bodies_are_refused_unread(home: Home, server: tuple[str, int]) -> None:
     base, pid = server
     Page(base).login("alice", "warm up the page, not the limit")  # the first request allocates a little
-    before = rss_kib(pid)
+    before = memory_kib(pid)
     multipart = {"Content-Type": "multipart/form-data; boundary=XyZ", "Content-Length": str(48 * MiB)}
     form = {"Content-Type": "application/x-www-form-urlencoded", "Content-Length": str(48 * MiB)}
     streamed = {"Content-Type": "application/x-www-form-urlencoded", "Transfer-Encoding": "chunked"}
 
-    status, answer, took = raw_post(base, multipart, fixed(48 * MiB))
-    assert status == 415 and b"file uploads are not accepted" in answer and took < 5
-    status, answer, took = raw_post(base, form, fixed(48 * MiB))
-    assert status == 413 and b"at most 65536 bytes" in answer and took < 5
-    status, answer, took = raw_post(base, streamed, chunked(48 * MiB))  # no Content-Length at all
-    assert status == 413 and b"request body too large" in answer and took < 5
-    json_body = {"Content-Type": "application/json", "Content-Length": "2"}
-    assert raw_post(base, json_body, iter([b"{}"]))[0] == 415
+    answers = {
+        "multipart": raw_post(base, multipart, multipart_file(48 * MiB)),
+        "form": raw_post(base, form, fixed(48 * MiB)),
+        "chunked": raw_post(base, streamed, chunked(48 * MiB)),  # no Content-Length at all
+        "json": raw_post(base, {"Content-Type": "application/json", "Content-Length": "2"}, iter([b"{}"])),
+    }
+    after = memory_kib(pid)
+    grew = {k: after[k] - before[k] for k in after}
+    assert max(grew.values()) < 8 * 1024, f"the server's memory grew by {grew} KiB"  # was ~370 MiB at peak
 
-    grew = rss_kib(pid) - before
-    assert grew < 8 * 1024, f"the server grew by {grew} KiB"
+    status, answer, took = answers["multipart"]
+    assert status == 415 and b"file uploads are not accepted" in answer and took < 5
+    status, answer, took = answers["form"]
+    assert status == 413 and b"at most 65536 bytes" in answer and took < 5
+    status, answer, took = answers["chunked"]
+    assert status == 413 and b"request body too large" in answer and took < 5
+    assert answers["json"][0] == 415
     assert event_count(home, "request_refused") >= 1
     # A form within the cap still works, on a fresh connection.
     assert Page(base).login("alice", PASSWORD).status_code == 303
