@@ -31,6 +31,13 @@ def free_port() -> int:
 
 @contextmanager
 def review_server(home: Home) -> Iterator[str]:
+    with review_process(home) as (base, _proc):
+        yield base
+
+
+@contextmanager
+def review_process(home: Home) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The server and its process (for its pid); leaving the block stops it with SIGTERM."""
     port = free_port()
     env = {**os.environ, "GATEKEEPER_HOME": str(home.path), "PYTHONPATH": str(REPO)}
     log = open(home.path / "review.log", "ab")  # noqa: SIM115 - closed below
@@ -48,7 +55,7 @@ def review_server(home: Home) -> Iterator[str]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError((home.path / "review.log").read_text()) from None
                 time.sleep(0.1)
-        yield base
+        yield base, proc
     finally:
         proc.terminate()
         proc.wait(timeout=10)

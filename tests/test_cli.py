@@ -120,7 +120,7 @@ def test_db_upgrade_on_a_blank_database_records_an_event(tmp_path: Path) -> None
     result = CliRunner().invoke(cli, ["--home", str(target), "audit", "log"])
     assert result.exit_code == 1 and "gatekeeper db upgrade" in result.stderr
     result = CliRunner().invoke(cli, ["--home", str(target), "db", "status"])
-    assert result.exit_code == 1 and "pending: 0001, 0002, 0003, 0004" in result.output
+    assert result.exit_code == 1 and "pending: 0001, 0002, 0003, 0004, 0005" in result.output
     assert "upgraded blank" in run("db", "upgrade", home=target)
     assert [e["kind"] for e in jsonl(run("audit", "log", "--json", home=target))] == ["db_upgrade"]
 

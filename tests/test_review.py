@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from datetime import timedelta
 
 import httpx
 import pytest
+from click.testing import CliRunner
 from itsdangerous import URLSafeTimedSerializer
 
 from gatekeeper.canonical import format_ts, utc_now
+from gatekeeper.cli import cli
 from gatekeeper.home import Home
 from gatekeeper.review.auth import Tokens
 from gatekeeper.store.store import Proposed, Store
@@ -130,6 +133,27 @@ def test_disabled_reviewer_stops_at_once(home: Home, site: str) -> None:
     before = event_count(home, "request_refused")
     refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", csrf), 401, before)
     assert page.client.get("/").status_code == 303
+
+
+def test_changed_password_ends_old_sessions(home: Home, site: str) -> None:
+    p = propose(home)
+    page = Page(site)
+    assert page.login("alice").status_code == 303
+    csrf = page.csrf(p.id)
+    result = CliRunner().invoke(
+        cli, ["--home", str(home.path), "reviewer", "passwd", "alice", "--password-stdin"], input="n3w secret pass\n"
+    )
+    assert result.exit_code == 0, result.output
+    gone = page.client.get("/")  # the cookie from before the change
+    assert gone.status_code == 303 and gone.headers["location"] == "/login"
+    assert "ended 1 open session" in result.output, result.output
+    before = event_count(home, "request_refused")
+    refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", csrf), 401, before)
+    conn = sqlite3.connect(home.db_path)
+    payload = conn.execute("SELECT payload FROM audit_event WHERE kind = 'reviewer_password_changed'").fetchone()
+    assert json.loads(payload[0]) == {"reviewer": "alice", "sessions_ended": 1}
+    assert Page(site).login("alice", PASSWORD).status_code == 401  # the old password is gone too
+    assert Page(site).login("alice", "n3w secret pass").status_code == 303
 
 
 @pytest.mark.parametrize("csrf", [None, "", "0" * 64])

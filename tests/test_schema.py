@@ -57,6 +57,7 @@ EXPECTED_COLUMNS = {
     "alembic_version": ["version_num"],
     "tool_definition": ["server", "tool", "digest", "definition", "first_seen_at", "last_seen_at"],
     "tool_acceptance": ["id", "server", "tool", "digest", "accepted_at", "actor"],
+    "login_attempt": ["id", "name_key", "started_at", "outcome"],
 }
 EXPECTED_INDEXES = {
     "ix_proposal_created_at",
@@ -68,6 +69,7 @@ EXPECTED_INDEXES = {
     "ix_audit_event_proposal_kind",
     "ix_review_session_reviewer",
     "ix_tool_acceptance_tool",
+    "ix_login_attempt_name_key",
 }
 EXPECTED_TRIGGERS = {
     f"{t}_no_{a}"
@@ -152,14 +154,14 @@ def test_older_schema_says_to_upgrade(tmp_path: Path) -> None:
     """A database at an older revision than the code: simulated with a migrations copy that adds one."""
     migrations = tmp_path / "migrations"
     shutil.copytree(migrations_dir(), migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    (migrations / "versions" / "0005_extra.py").write_text(
-        'revision = "0005"\ndown_revision = "0004"\nbranch_labels = None\ndepends_on = None\n'
+    (migrations / "versions" / "9001_extra.py").write_text(
+        f'revision = "9001"\ndown_revision = "{HEAD_REVISION}"\nbranch_labels = None\ndepends_on = None\n'
         "from alembic import op\n\n\ndef upgrade():\n    op.execute('CREATE TABLE extra (x INTEGER)')\n"
     )
     db = tmp_path / "gatekeeper.db"
-    migrate.upgrade(db)  # the shipped migrations: at 0004
+    migrate.upgrade(db)  # the shipped migrations: at HEAD_REVISION
     st = migrate.status(db, migrations)
-    assert (st.current, st.head, st.pending) == ("0004", "0005", ("0005",))
+    assert (st.current, st.head, st.pending) == (HEAD_REVISION, "9001", ("9001",))
     migrate.upgrade(db, migrations)
     assert migrate.status(db, migrations).up_to_date
     assert sqlite3.connect(db).execute("SELECT count(*) FROM extra").fetchone() == (0,)
@@ -169,8 +171,8 @@ def test_failing_migration_rolls_back_whole(tmp_path: Path) -> None:
     """A revision that fails half-way leaves no table of its own and the version unchanged."""
     migrations = tmp_path / "migrations"
     shutil.copytree(migrations_dir(), migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    (migrations / "versions" / "0005_broken.py").write_text(
-        'revision = "0005"\ndown_revision = "0004"\nbranch_labels = None\ndepends_on = None\n'
+    (migrations / "versions" / "9001_broken.py").write_text(
+        f'revision = "9001"\ndown_revision = "{HEAD_REVISION}"\nbranch_labels = None\ndepends_on = None\n'
         "from alembic import op\n\n\ndef upgrade():\n"
         "    op.execute('CREATE TABLE half_done (x INTEGER)')\n"
         "    op.execute('INSERT INTO no_such_table VALUES (1)')\n"
@@ -180,7 +182,7 @@ def test_failing_migration_rolls_back_whole(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="no_such_table"):
         migrate.upgrade(db, migrations)
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0004",)
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (HEAD_REVISION,)
     assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchone() is None
 
 
@@ -189,8 +191,9 @@ def test_upgrade_from_0003_keeps_proposals_and_leaves_their_real_workspace_unkno
     the recorded workspace itself to be the real path), and the table stays append-only."""
     migrations = tmp_path / "migrations"
     shutil.copytree(migrations_dir(), migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    for script in (migrations / "versions").glob("0004_*.py"):
-        script.unlink()
+    for script in (migrations / "versions").glob("*.py"):
+        if script.name[:4] > "0003":  # back to the last revision before 0004
+            script.unlink()
     db = tmp_path / "gatekeeper.db"
     migrate.upgrade(db, migrations)
     conn = sqlite3.connect(db)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 import sys
 
@@ -83,6 +84,7 @@ def review(
 def login_link(ctx: Ctx, name: str, port: int) -> None:
     """Print a one-time log-in link for NAME (valid 10 minutes, works once)."""
     from gatekeeper.review.auth import Tokens
+    from gatekeeper.store.events import LOGIN_LINK_ISSUED
     from gatekeeper.store.reviews import Reviews
     from gatekeeper.store.store import Store
 
@@ -94,7 +96,7 @@ def login_link(ctx: Ctx, name: str, port: int) -> None:
                 raise InvalidInput(f"no enabled reviewer {name!r}", "`gatekeeper reviewer list` shows them")
         finally:
             reviews.close()
-        store.append_event("login_link_issued", ctx.actor, {"reviewer": name})
+        store.append_event(LOGIN_LINK_ISSUED, ctx.actor, {"reviewer": name})
     token = Tokens(home.read_key()).login_link(name)
     click.echo(f"http://127.0.0.1:{port}/login/link?token={token}")
 
@@ -176,12 +178,13 @@ def reviewer_disable(ctx: Ctx, name: str) -> None:
 @click.option("--password-stdin", is_flag=True, help="Read the new password from the first line of stdin.")
 @pass_ctx
 def reviewer_passwd(ctx: Ctx, name: str, password_stdin: bool) -> None:
-    """Set a reviewer's password."""
+    """Set a reviewer's password; every session opened with the old one ends at once."""
     from gatekeeper.review.auth import hash_password
     from gatekeeper.store.store import Store
 
     home = ctx.home.require()
     hashed = hash_password(_password(password_stdin))
     with Store(home.db_path) as store:
-        store.set_reviewer_password(name, hashed, actor=ctx.actor)
-    click.echo(f"Changed the password of {name}.")
+        event = store.set_reviewer_password(name, hashed, actor=ctx.actor)
+    ended = json.loads(event.payload)["sessions_ended"]
+    click.echo(f"Changed the password of {name}; ended {ended} open session{'' if ended == 1 else 's'}.")

@@ -26,10 +26,14 @@ from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.home import Home
 from gatekeeper.resources import templates_dir
 from gatekeeper.review import auth, queue, render
+from gatekeeper.review.bodylimit import BodyLimit
 from gatekeeper.review.guards import Guard
 from gatekeeper.review.integrity import ChainWatch
+from gatekeeper.review.refusals import Refusals
+from gatekeeper.store.bounded import cut
+from gatekeeper.store.events import LOGIN_FAILED, REQUEST_REFUSED
 from gatekeeper.store.queries import STATUSES, Reader
-from gatekeeper.store.reviews import LOGIN_FAILED, REQUEST_REFUSED, Reviews, Session
+from gatekeeper.store.reviews import Reviews, Session
 from gatekeeper.store.store import Store
 
 log = logging.getLogger("gatekeeper.review")
@@ -66,6 +70,7 @@ def create_app(config: Config) -> FastAPI:
     reviews = Reviews(store)
     tokens = auth.Tokens(home.read_key())
     chain = ChainWatch(home.db_path)
+    refusals = Refusals(store)
     templates = Jinja2Templates(directory=str(templates_dir()))
     templates.env.filters["marked"] = render.marks  # paths on the page: hidden characters marked
     secure = config.scheme == "https"
@@ -73,9 +78,12 @@ def create_app(config: Config) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         chain.start()
+        flusher = asyncio.create_task(_flush_refusals())
         try:
             yield
         finally:
+            flusher.cancel()
+            refusals.flush_all()  # a clean stop loses no refusal count
             chain.stop()
             reviews.close()
             store.close()
@@ -83,8 +91,21 @@ def create_app(config: Config) -> FastAPI:
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.mount("/static", StaticFiles(directory=str(templates_dir() / "static")), name="static")
 
+    async def _flush_refusals() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                await asyncio.to_thread(refusals.flush_due)
+            except Exception:  # a locked database now is no reason to stop counting
+                log.exception("could not flush refusal counters; will retry")
+
     async def refuse(why: str, details: dict[str, Any]) -> None:
-        await asyncio.to_thread(store.append_event, REQUEST_REFUSED, "review", {"why": why, **details})
+        await asyncio.to_thread(refusals.record, REQUEST_REFUSED, "review", {"why": why, **details})
+
+    def who(typed: str) -> str:
+        """A typed log-in name as events may keep it: a reviewer's name, else a keyed tag (an
+        unknown "name" may be a password typed into the wrong field)."""
+        return cut(typed, 64) if reviews.is_reviewer(typed) else tokens.name_tag(typed)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -110,10 +131,10 @@ def create_app(config: Config) -> FastAPI:
         """Unsafe requests: a live session of an enabled reviewer and its CSRF token, or an event."""
         session = session_of(request)
         if session is None:
-            store.append_event(REQUEST_REFUSED, "review", {"why": "no valid session", "action": action})
+            refusals.record(REQUEST_REFUSED, "review", {"why": "no valid session", "action": action})
             raise Page(401, "You are not logged in (or your session ended). Log in and try again.")
         if not tokens.csrf_ok(session.id, csrf_token):
-            store.append_event(
+            refusals.record(
                 REQUEST_REFUSED,
                 f"reviewer:{session.reviewer}",
                 {"why": "missing or wrong CSRF token", "action": action},
@@ -157,13 +178,21 @@ def create_app(config: Config) -> FastAPI:
         request: Request, username: str = Form(""), password: str = Form(""), csrf_token: str = Form("")
     ) -> Response:
         if not tokens.login_form_ok(request.cookies.get(auth.LOGIN_COOKIE), csrf_token):
-            store.append_event(REQUEST_REFUSED, "review", {"why": "log-in form CSRF token missing or wrong"})
+            refusals.record(REQUEST_REFUSED, "review", {"why": "log-in form CSRF token missing or wrong"})
             raise Page(403, "The log-in form expired or did not come from this page. Reload it and try again.")
-        if reviews.recent_failures(username, FAILURE_WINDOW) >= MAX_FAILURES:
-            store.append_event(LOGIN_FAILED, "review", {"username": username, "why": "too many failures"})
-            raise Page(429, "Too many failed log-ins for this name. Wait 15 minutes, or use a log-in link.")
-        if not auth.verify_password(reviews.password_hash(username), password):
-            store.append_event(LOGIN_FAILED, "review", {"username": username, "why": "wrong name or password"})
+        # Counted before the password is checked, in one transaction: parallel guesses cannot
+        # all pass a count that none of them has added to yet.
+        attempt = reviews.begin_login_attempt(tokens.name_key(username), MAX_FAILURES, FAILURE_WINDOW)
+        if attempt is None:
+            refusals.record(LOGIN_FAILED, "review", {"username": who(username), "why": "too many attempts"})
+            raise Page(429, "Too many log-in attempts for this name. Wait 15 minutes, or use a log-in link.")
+        ok = auth.verify_password(reviews.password_hash(username), password)
+        reviews.finish_login_attempt(attempt, ok)
+        if not ok:
+            # One event per checked password: the throttle bounds them, so they are not coalesced.
+            refusals.record(
+                LOGIN_FAILED, "review", {"username": who(username), "why": "wrong name or password"}, coalesce=False
+            )
             return login_form(request, error="Wrong name or password.")
         session = reviews.start_session(username, auth.SESSION_TTL, "password")
         return _logged_in(session)
@@ -185,14 +214,14 @@ def create_app(config: Config) -> FastAPI:
     def login_link(request: Request, token: str = "") -> Response:
         data = tokens.login_link_data(token)
         if data is None:
-            store.append_event(REQUEST_REFUSED, "review", {"why": "log-in link invalid or expired"})
+            refusals.record(REQUEST_REFUSED, "review", {"why": "log-in link invalid or expired"})
             raise Page(400, "This log-in link is invalid or older than 10 minutes. Ask for a new one.")
         reviewer, nonce = data
         if not reviews.use_nonce(nonce, "login-link"):
-            store.append_event(REQUEST_REFUSED, "review", {"why": "log-in link reused", "reviewer": reviewer})
+            refusals.record(REQUEST_REFUSED, "review", {"why": "log-in link reused", "reviewer": reviewer})
             raise Page(400, "This log-in link was already used. Each link works once; ask for a new one.")
         if reviews.password_hash(reviewer) is None:
-            store.append_event(LOGIN_FAILED, "review", {"username": reviewer, "why": "link for a disabled reviewer"})
+            refusals.record(LOGIN_FAILED, "review", {"username": reviewer, "why": "link for a disabled reviewer"})
             raise Page(403, f"Reviewer {reviewer!r} is disabled or unknown.")
         return _logged_in(reviews.start_session(reviewer, auth.SESSION_TTL, "link"))
 
@@ -324,4 +353,6 @@ def create_app(config: Config) -> FastAPI:
         with reader() as r:
             return JSONResponse({"pending": queue.pending_count(r)})
 
-    return Guard(app, hosts=config.hosts, origins=config.origins, on_refuse=refuse)  # type: ignore[return-value]
+    # Outermost first: Host/Origin, then the body cap, then FastAPI (which parses forms).
+    limited = BodyLimit(app, on_refuse=refuse)
+    return Guard(limited, hosts=config.hosts, origins=config.origins, on_refuse=refuse)  # type: ignore[return-value]

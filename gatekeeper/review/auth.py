@@ -56,6 +56,20 @@ class Tokens:
         except BadSignature:  # also SignatureExpired
             return None
 
+    # typed log-in names: a name field may hold a password typed in the wrong place, so the
+    # database keeps only keyed hashes of it (keyed: no offline dictionary without secret.key)
+    def _name_mac(self, name: str) -> str:
+        return hmac.new(self._key, b"gatekeeper.review.login-name:" + name.encode(), hashlib.sha256).hexdigest()
+
+    def name_key(self, name: str) -> str:
+        """The log-in throttle's key for a typed name (full keyed hash)."""
+        return self._name_mac(name)
+
+    def name_tag(self, name: str) -> str:
+        """What an event says about a typed name that is no enabled reviewer: a short keyed hash,
+        enough to see that the same unknown name came back, useless for recovering it."""
+        return f"unknown name (keyed sha256 prefix {self._name_mac(name)[:8]})"
+
     # session cookie: carries the server-side session id, which logout and disabling revoke
     def session_cookie(self, sid: str) -> str:
         return self._session.dumps({"sid": sid})

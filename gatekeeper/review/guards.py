@@ -15,6 +15,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from gatekeeper.store.bounded import cut
+
 SECURITY_HEADERS = [
     (
         b"content-security-policy",
@@ -60,7 +62,7 @@ class Guard:
                     "sec_fetch_site": headers.get("sec-fetch-site"),
                 },
             )
-            await _plain_error(scope, send, 403 if "origin" in problem or "cross-site" in problem else 400, problem)
+            await plain_error(scope, send, 403 if "origin" in problem or "cross-site" in problem else 400, problem)
             return
 
         async def send_with_headers(message: dict[str, Any]) -> None:
@@ -74,15 +76,18 @@ class Guard:
 
     def _problem(self, method: str, headers: dict[str, str]) -> str | None:
         if headers.get("host", "") not in self.hosts:
-            return f"host {headers.get('host', '')!r} is not this review page"
+            return f"host {cut(headers.get('host', ''), 80)!r} is not this review page"
         if headers.get("sec-fetch-site") == "cross-site":
             return "cross-site request refused"
         if method in UNSAFE and headers.get("origin") not in self.origins:
-            return f"origin {headers.get('origin')!r} is not allowed to change anything here"
+            origin = headers.get("origin")
+            return f"origin {cut(origin, 80) if origin is not None else None!r} is not allowed to change anything here"
         return None
 
 
-async def _plain_error(scope: dict[str, Any], send: Any, status: int, message: str) -> None:
+async def plain_error(scope: dict[str, Any], send: Any, status: int, message: str, *, close: bool = False) -> None:
+    """A small error page (JSON under /api/) with the security headers; ``close`` ends the
+    connection after it, so a body the client is still sending is not read."""
     api = scope.get("path", "").startswith("/api/")
     body = (
         json.dumps({"error": message}).encode()
@@ -98,6 +103,7 @@ async def _plain_error(scope: dict[str, Any], send: Any, status: int, message: s
                 (b"content-type", content_type),
                 (b"content-length", str(len(body)).encode()),
                 *SECURITY_HEADERS,
+                *([(b"connection", b"close")] if close else []),
             ],
         }
     )

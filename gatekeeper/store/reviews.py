@@ -1,5 +1,6 @@
-"""Reviewer sessions and single-use nonces: the review page's state, written through the store's
-transactions with their audit events. No HTTP here; the review package turns requests into calls."""
+"""Reviewer sessions, single-use nonces and the log-in throttle: the review page's state, written
+through the store's transactions with their audit events. No HTTP here; the review package turns
+requests into calls."""
 
 from __future__ import annotations
 
@@ -10,12 +11,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from gatekeeper.canonical import format_ts, now_ts, utc_now
+from gatekeeper.store.events import LOGIN, LOGIN_FAILED, LOGOUT, REQUEST_REFUSED
 from gatekeeper.store.store import Store
 
-LOGIN = "login"
-LOGIN_FAILED = "login_failed"
-LOGOUT = "logout"
-REQUEST_REFUSED = "request_refused"
+__all__ = ["LOGIN", "LOGIN_FAILED", "LOGOUT", "REQUEST_REFUSED", "Reviews", "Session"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +44,10 @@ class Reviews:
         """The stored hash of an enabled reviewer, else None (unknown and disabled look alike)."""
         row = self._one("SELECT password_hash FROM reviewer WHERE name = ? AND disabled_at IS NULL", (name,))
         return str(row[0]) if row else None
+
+    def is_reviewer(self, name: str) -> bool:
+        """A name of the reviewer table, enabled or not: safe to name in an event as typed."""
+        return self._one("SELECT 1 FROM reviewer WHERE name = ?", (name,)) is not None
 
     def start_session(self, reviewer: str, ttl: timedelta, how: str) -> Session:
         sid = secrets.token_urlsafe(32)
@@ -80,10 +83,33 @@ class Reviews:
             return False
         return True
 
-    def recent_failures(self, name: str, window: timedelta) -> int:
-        since = format_ts(utc_now() - window)
-        row = self._one(
-            "SELECT count(*) FROM audit_event WHERE kind = ? AND at >= ? AND json_extract(payload, '$.username') = ?",
-            (LOGIN_FAILED, since, name),
-        )
-        return int(row[0]) if row else 0  # type: ignore[call-overload]
+    # -- the log-in throttle -----------------------------------------------------------------
+
+    def begin_login_attempt(self, name_key: str, limit: int, window: timedelta) -> int | None:
+        """Count this attempt before its password is checked; None when the name is throttled.
+
+        One BEGIN IMMEDIATE transaction counts the name's attempts in the window that failed or
+        are still being checked, and inserts this one only if fewer than ``limit``: parallel
+        requests serialise here, so no more than ``limit`` checks can run or have failed per
+        name and window. An attempt that never finishes (a crash mid-check) counts as failed.
+        """
+        now = utc_now()
+        since = format_ts(now - window)
+        with self.store.transaction() as conn:
+            conn.run("DELETE FROM login_attempt WHERE started_at < ?", (since,))
+            row = conn.first(
+                "SELECT count(*) FROM login_attempt WHERE name_key = ? AND started_at >= ? "
+                "AND (outcome IS NULL OR outcome = 'failed')",
+                (name_key, since),
+            )
+            if row is not None and int(row[0]) >= limit:
+                return None
+            conn.insert("login_attempt", {"name_key": name_key, "started_at": format_ts(now)})
+            found = conn.first("SELECT last_insert_rowid()")
+        assert found is not None
+        return int(found[0])
+
+    def finish_login_attempt(self, attempt: int, ok: bool) -> None:
+        """A successful check stops counting against the name; a failed one keeps counting."""
+        with self.store.transaction() as conn:
+            conn.run("UPDATE login_attempt SET outcome = ? WHERE id = ?", ("ok" if ok else "failed", attempt))

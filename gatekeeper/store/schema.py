@@ -116,6 +116,19 @@ class UsedNonce(SQLModel, table=True):
     used_at: str
 
 
+class LoginAttempt(SQLModel, table=True):
+    """The log-in throttle's counter: one row per password check, inserted before the check in the
+    transaction that decides whether it may run. ``name_key`` is a keyed hash of the typed name."""
+
+    __tablename__ = "login_attempt"
+    __table_args__ = (Index("ix_login_attempt_name_key", "name_key", "started_at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    name_key: str
+    started_at: str
+    outcome: str | None = None  # None while the check runs (or if it never finished), then ok/failed
+
+
 class ToolDefinition(SQLModel, table=True):
     """Every distinct definition of a downstream tool ever seen (digest of its canonical JSON)."""
 

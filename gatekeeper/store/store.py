@@ -21,6 +21,7 @@ from gatekeeper import signing
 from gatekeeper.canonical import canonical_json, new_id, now_ts, sha256_hex
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.store import events as ev
+from gatekeeper.store.bounded import bounded
 from gatekeeper.store.chain import GENESIS, event_hash
 from gatekeeper.store.engine import make_engine
 from gatekeeper.store.schema import OUTCOMES, VERDICTS, Reviewer
@@ -316,7 +317,8 @@ class Store:
                 ev.DECISION_REFUSED,
                 actor,
                 proposal_id,
-                {"verdict": verdict, "reviewer": reviewer, "why": refusal, "sha256": sha256, "path": path},
+                # sha256 and path are what was posted: bounded, like every refusal's fields.
+                bounded({"verdict": verdict, "reviewer": reviewer, "why": refusal, "sha256": sha256, "path": path}),
             )
         assert error is not None
         raise error
@@ -434,7 +436,8 @@ class Store:
             if row[0] is not None:
                 raise Conflict(f"reviewer {name!r} is already disabled (since {row[0]})")
             conn.run("UPDATE reviewer SET disabled_at = ? WHERE name = ?", (now_ts(), name))
-            return self._append(conn, ev.REVIEWER_DISABLED, actor, None, {"reviewer": name})
+            ended = self._end_sessions(conn, name)
+            return self._append(conn, ev.REVIEWER_DISABLED, actor, None, {"reviewer": name, "sessions_ended": ended})
 
     def set_reviewer_password(self, name: str, password_hash: str, actor: str = "cli") -> Event:
         with self.transaction() as conn:
@@ -442,7 +445,17 @@ class Store:
             if row is None:
                 raise NotFound(f"no reviewer {name!r}", "`gatekeeper reviewer list` shows them")
             conn.run("UPDATE reviewer SET password_hash = ? WHERE name = ?", (password_hash, name))
-            return self._append(conn, ev.REVIEWER_PASSWORD, actor, None, {"reviewer": name})
+            # A new password is often set because the old one leaked: every session that the old
+            # one opened ends with it, in the same transaction (the page checks ended_at each request).
+            ended = self._end_sessions(conn, name)
+            return self._append(conn, ev.REVIEWER_PASSWORD, actor, None, {"reviewer": name, "sessions_ended": ended})
+
+    @staticmethod
+    def _end_sessions(conn: Tx, name: str) -> int:
+        """End every open review session of ``name``; return how many were open."""
+        row = conn.first("SELECT count(*) FROM review_session WHERE reviewer = ? AND ended_at IS NULL", (name,))
+        conn.run("UPDATE review_session SET ended_at = ? WHERE reviewer = ? AND ended_at IS NULL", (now_ts(), name))
+        return int(row[0]) if row else 0
 
     def reviewer(self, name: str) -> Reviewer | None:
         with self.transaction() as conn:
