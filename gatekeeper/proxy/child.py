@@ -10,6 +10,7 @@ meant for the proxy's group does not reach it before the proxy can end it in ord
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -31,6 +32,7 @@ TERM_GRACE = 0.4
 KILL_REAP = 0.3
 STOP_BUDGET = EOF_GRACE + TERM_GRACE + KILL_REAP  # < the hosts' 2 s, with room for the proxy's own exit
 _POLL = 0.01
+log = logging.getLogger("gatekeeper.proxy")
 
 
 @asynccontextmanager
@@ -89,14 +91,20 @@ def _parse(line: str) -> SessionMessage | Exception:
 
 async def stop(process: Process) -> None:
     """End the child: close its stdin, a short grace, SIGTERM to its group, then SIGKILL."""
+    start = anyio.current_time()
+    how = "stdin EOF"
     with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         if process.stdin is not None:
             await process.stdin.aclose()
     if not await _exited(process, EOF_GRACE):
+        how = "SIGTERM"
         _signal_group(process.pid, signal.SIGTERM)
         if not await _exited(process, TERM_GRACE):
+            how = "SIGKILL"
             _signal_group(process.pid, signal.SIGKILL)
-            await _exited(process, KILL_REAP)
+            if not await _exited(process, KILL_REAP):
+                how = "nothing (abandoned after SIGKILL)"
+    log.info("child %d ended by %s in %.2f s", process.pid, how, anyio.current_time() - start)
     with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         if process.stdout is not None:
             await process.stdout.aclose()

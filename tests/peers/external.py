@@ -64,6 +64,6 @@ def old_notes_policy(tmp: Path, *, pid_dir: Path | None = None, extra: str = "")
         "    tools:\n      read_note: allow\n      server_pid: allow\n"
         "      add_note:\n        propose:\n"
         '          path: {template: "notes/{{ args.title | slug }}.md"}\n'
-        "          content: {arg: body}\n          globs: [\"notes/**/*.md\"]\n" + extra
+        '          content: {arg: body}\n          globs: ["notes/**/*.md"]\n' + extra
     )
     return policy
