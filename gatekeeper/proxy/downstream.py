@@ -91,7 +91,7 @@ class Downstream:
         self._supervising = False
         self._scope = anyio.CancelScope()
         self.era: str | None = None  # the mode that worked in "auto": "auto" (2026) or "legacy" (2025)
-        self.retry_on_initialize = False
+        self._probe_failed = False  # the last start failed talking (not spawning): worth one legacy try
 
     # -- supervisor ------------------------------------------------------------------------
 
@@ -132,7 +132,7 @@ class Downstream:
         with open(self.log_path, "a", encoding="utf-8", errors="replace") as errlog:
             mode = self.era or self.mode
             started = await self._session(params, errlog, mode)
-            if not started and self.era is None and mode == "auto" and self.retry_on_initialize and not self._closing:
+            if not started and self.era is None and mode == "auto" and self._probe_failed and not self._closing:
                 # Servers on the 1.x SDK fail validation on server/discover and close: start it
                 # again on the 2025-11-25 handshake (the SDK client's "legacy" mode), once.
                 probe_error = self.error
@@ -154,7 +154,7 @@ class Downstream:
     async def _session(self, params: StdioServerParameters, errlog: TextIO, mode: str, probe_error: str = "") -> bool:
         """One life of the child: connect in ``mode``, serve until it is gone. True if it started."""
         started = False
-        self.retry_on_initialize = False
+        self._probe_failed = False
         errlog.write(f"{_MARK} starting {self.name} ({mode}): {self.config.command} {' '.join(self.config.args)}\n")
         errlog.flush()
         probe_timed_out = False
@@ -208,11 +208,11 @@ class Downstream:
                         tg.cancel_scope.cancel()
             if probe_timed_out:
                 self.error = f"no answer to server/discover within {PROBE_TIMEOUT:g} s"
-                self.retry_on_initialize = True
+                self._probe_failed = True
         except Exception as exc:
             self.error = _describe(exc)
             # A server that cannot even be spawned gets no second try; one that died talking may.
-            self.retry_on_initialize = not started and not isinstance(_leaf(exc), OSError)
+            self._probe_failed = not started and not isinstance(_leaf(exc), OSError)
         finally:
             self.client = None
         if not started and self._closing and self.error is None:

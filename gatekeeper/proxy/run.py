@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-if TYPE_CHECKING:
-    from gatekeeper.proxy.server import Proxy
-
 from gatekeeper.home import Home
 from gatekeeper.policy import Policy
+
+if TYPE_CHECKING:
+    from gatekeeper.proxy.server import Proxy
 
 
 def _logging(home: Home) -> None:
