@@ -2,6 +2,8 @@
 
 - the reference filesystem server (npm): @modelcontextprotocol/server-filesystem@2026.8.31
 - mcp-server-git (PyPI) in its own venv: mcp-server-git==2026.10.19
+- the Python SDK 1.x in its own venv, for tests/peers/old_sdk_notes.py: mcp==1.6.0, pydantic==2.10.6
+- the TypeScript SDK v2 client (npm), for tests/peers/ts_client.mjs: @modelcontextprotocol/client@2.4.0
 
 Idempotent and safe to run from several processes (a file lock). `make test` runs it once;
 tests call ``ensure_*`` and skip with the reason when a registry cannot be reached.
@@ -22,6 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("GATEKEEPER_PEERS_CACHE", REPO / ".cache"))
 FS_PACKAGE = "@modelcontextprotocol/server-filesystem@2026.8.31"
 GIT_PACKAGE = "mcp-server-git==2026.10.19"
+OLD_SDK_PACKAGES = ("mcp==1.6.0", "pydantic==2.10.6")
+TS_CLIENT_PACKAGE = "@modelcontextprotocol/client@2.4.0"
 
 
 class PeerUnavailable(Exception):
@@ -73,8 +77,48 @@ def ensure_git_server() -> Path:
         return binary
 
 
+def ensure_old_sdk_server() -> Path:
+    """A venv with the Python SDK 1.x; returns its python, which runs tests/peers/old_sdk_notes.py."""
+    venv = CACHE / "old-sdk-venv"
+    python = venv / "bin" / "python"
+    stamp = venv / ".installed"  # pip may fail half-way: only a finished install counts
+    with _locked("old-sdk-venv"):
+        if stamp.exists():
+            return python
+        _run([sys.executable, "-m", "venv", "--clear", str(venv)])
+        _run([str(python), "-m", "pip", "install", "--quiet", *OLD_SDK_PACKAGES])
+        check = subprocess.run([str(python), "-c", "import mcp.server.fastmcp"], capture_output=True, text=True)
+        if check.returncode != 0:
+            raise PeerUnavailable(f"pip installed {' '.join(OLD_SDK_PACKAGES)} but FastMCP does not import")
+        stamp.write_text(" ".join(OLD_SDK_PACKAGES) + "\n")
+        return python
+
+
+def ensure_ts_client() -> Path:
+    """The TypeScript SDK v2 client in an npm folder; returns the folder (NODE_PATH for tests/peers/ts_client.mjs)."""
+    folder = CACHE / "npm-ts-client"
+    package = folder / "node_modules" / "@modelcontextprotocol" / "client" / "package.json"
+    with _locked("npm-ts-client"):
+        if package.exists():
+            return folder / "node_modules"
+        if shutil.which("npm") is None:
+            raise PeerUnavailable("npm is not installed (Node 20 + npm are needed for the TypeScript SDK client)")
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / "package.json").exists():
+            (folder / "package.json").write_text('{"name": "gatekeeper-ts-client", "private": true}\n')
+        _run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", TS_CLIENT_PACKAGE], cwd=folder)
+        if not package.exists():
+            raise PeerUnavailable(f"npm installed {TS_CLIENT_PACKAGE} but {package} is missing")
+        return folder / "node_modules"
+
+
 def main() -> None:
-    for name, ensure in (("filesystem server", ensure_filesystem_server), ("mcp-server-git", ensure_git_server)):
+    for name, ensure in (
+        ("filesystem server", ensure_filesystem_server),
+        ("mcp-server-git", ensure_git_server),
+        ("Python SDK 1.x server", ensure_old_sdk_server),
+        ("TypeScript SDK client", ensure_ts_client),
+    ):
         try:
             print(f"{name}: {ensure()}")
         except PeerUnavailable as exc:

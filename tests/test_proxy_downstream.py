@@ -131,20 +131,26 @@ async def test_changed_definition_is_withheld_until_accepted(tmp_path: Path, hom
         assert text(await p.call_tool("shifty", {})) == "2"
 
 
-async def test_a_server_that_fails_to_start_is_named_with_its_stderr(tmp_path: Path, home: Home) -> None:
+async def test_a_broken_server_does_not_take_the_healthy_servers_tools_away(tmp_path: Path, home: Home) -> None:
     policy = write_policy(tmp_path, probe=True, probe_env=', PROBE_FAIL_START: "1"')
+    (tmp_path / "workspace" / "notes" / "a.md").write_text("still readable\n")
     async with proxied(policy, home.path) as p:
-        with pytest.raises(MCPError) as err:
-            await p.list_tools()
-        message = err.value.error.message
-        assert "downstream server 'probe' is not available" in message
-        assert "refusing to start (PROBE_FAIL_START is set)" in message
-        assert "notes" not in message.split("\n")[0]
-        # The proxy stays up: asking again gives the same clear answer (now with the retry delay).
-        with pytest.raises(MCPError) as again:
-            await p.list_tools()
-        assert "downstream server 'probe' is not available" in again.value.error.message
+        names = {t.name for t in (await p.list_tools()).tools}
+        assert {"notes__read_note", "notes__create_note", "gatekeeper_proposal_status"} <= names
+        assert not any(name.startswith("probe__") for name in names)
+        assert text(await p.call_tool("notes__read_note", {"path": "notes/a.md"})) == "still readable\n"
+        # The broken server's tools say why, with its stderr, and the proxy stays up.
+        broken = await p.call_tool("probe__echo", {"value": 1})
+        assert broken.is_error
+        assert "downstream server 'probe' is not available" in text(broken)
+        assert "refusing to start (PROBE_FAIL_START is set)" in text(broken)
+        assert {"notes__read_note"} <= {t.name for t in (await p.list_tools()).tools}
     assert any(json.loads(e[2])["server"] == "probe" for e in events(home.path, "server_failed"))
+    # Recorded once for the two listings: the set of missing servers did not change.
+    missing = [json.loads(e[2]) for e in events(home.path, "tools_listed_without")]
+    assert [m["servers"] for m in missing] == [["probe"]]
+    assert "refusing to start" in (home.path / "proxy-stderr.log").read_text()
+    assert "not available" in missing[0]["why"]["probe"]
 
 
 async def test_missing_command_is_reported(tmp_path: Path, home: Home) -> None:

@@ -4,6 +4,11 @@ The SDK ``Client`` must be entered and left in one task, so each server gets a s
 that owns it; calls borrow the live client. A child that dies mid-call surfaces as
 ``DownstreamGone``; the next call starts it again (bounded backoff). The proxy never exits
 because a child did. The child's stderr goes to ``<home>/logs/<server>.log``, never to our stdout.
+
+In ``auto`` mode the first start probes with ``server/discover``. Servers on the 1.x SDK die on
+that probe, so a child that fails on it is started once more on the 2025-11-25 ``initialize``
+handshake, and the era that worked is kept for every later start by this proxy (``era``).
+Closing ends the child within ``child.STOP_BUDGET`` (see proxy/child.py).
 """
 
 from __future__ import annotations
@@ -13,17 +18,20 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 from mcp import Client, MCPError, StdioServerParameters, types
-from mcp.client.stdio import stdio_client
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from gatekeeper.policy import Server
 from gatekeeper.policy.commands import executable
+from gatekeeper.proxy.child import child_stdio
+from gatekeeper.store import events as ev
 
 START_TIMEOUT = float(os.environ.get("GATEKEEPER_START_TIMEOUT", "30"))
+# Longer than a cold start (filesystem 0.3 s, git 0.6 s); a slower server still works, on initialize.
+PROBE_TIMEOUT = float(os.environ.get("GATEKEEPER_PROBE_TIMEOUT", "5"))
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
 
 _MARK = "--- gatekeeper:"
@@ -38,9 +46,14 @@ class DownstreamGone(Exception):
     """The server's connection closed during a call."""
 
 
-def _describe(exc: BaseException) -> str:
+def _leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    exc = _leaf(exc)
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_describe(e) for e in exc.exceptions)
     if isinstance(exc, FileNotFoundError):
@@ -75,6 +88,11 @@ class Downstream:
         self._pending: anyio.Event | None = None  # the start attempt callers are waiting for
         self._gone = anyio.Event()
         self._closing = False
+        self._stopped = anyio.Event()
+        self._supervising = False
+        self._scope = anyio.CancelScope()
+        self.era: str | None = None  # the mode that worked in "auto": "auto" (2026) or "legacy" (2025)
+        self._probe_failed = False  # the last start failed talking (not spawning): worth one legacy try
 
     # -- supervisor ------------------------------------------------------------------------
 
@@ -90,65 +108,117 @@ class Downstream:
 
     async def supervise(self) -> None:
         """Run until closed: start the child when wanted, hold it until it is gone, back off on failure."""
+        self._supervising = True
         self.request_start()
-        while not self._closing:
-            await self._want.wait()
-            self._want = anyio.Event()
-            if self._closing:
-                break
-            delay = self.next_start - time.monotonic()
-            if delay > 0:
-                await anyio.sleep(delay)
-            await self._run_once()
-        self._settle()
+        try:
+            while not self._closing:
+                await self._want.wait()
+                self._want = anyio.Event()
+                if self._closing:
+                    break
+                delay = self.next_start - time.monotonic()
+                if delay > 0:
+                    await anyio.sleep(delay)
+                await self._run_once()
+            self._settle()
+        finally:
+            self._stopped.set()
 
     async def _run_once(self) -> None:
         self._gone = anyio.Event()
         params = StdioServerParameters(
             command=executable(self.config), args=list(self.config.args), env=dict(self.config.env), cwd=self.config.cwd
         )
-        started = False
         self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         with open(self.log_path, "a", encoding="utf-8", errors="replace") as errlog:
-            errlog.write(f"{_MARK} starting {self.name}: {self.config.command} {' '.join(self.config.args)}\n")
-            errlog.flush()
-            try:
-                async with (
-                    anyio.create_task_group() as tg,
-                    Client(
-                        stdio_client(params, errlog=errlog),
-                        mode=self.mode,  # type: ignore[arg-type]
-                        cache=None,
-                        log_level="debug",
-                        message_handler=self._message,
-                        logging_callback=self._log,
-                        list_roots_callback=self._roots,
-                    ) as client,
-                ):
-                    self.client, self.error, self.failures, self.start_failed = client, None, 0, False
-                    self.generation += 1
-                    started = True
-                    await self._on_event(
-                        "server_started", {"server": self.name, "protocol_version": client.protocol_version}
-                    )
-                    self._settle()
-                    if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                        tg.start_soon(self._listen, client)
-                    await self._gone.wait()
-                    tg.cancel_scope.cancel()
-            except Exception as exc:
-                self.error = _describe(exc)
-            finally:
-                self.client = None
+            mode = self.era or self.mode
+            started = await self._session(params, errlog, mode)
+            if not started and self.era is None and mode == "auto" and self._probe_failed and not self._closing:
+                # Servers on the 1.x SDK fail validation on server/discover and close: start it
+                # again on the 2025-11-25 handshake (the SDK client's "legacy" mode), once.
+                probe_error = self.error
+                errlog.write(f"{_MARK} {self.name} failed on server/discover ({probe_error}); starting it again\n")
+                errlog.flush()
+                started = await self._session(params, errlog, "legacy", probe_error=probe_error)
+                if not started:
+                    self.error = f"{self.error} (first, with the server/discover probe: {probe_error})"
         if not started:
             self.failures += 1
             self.start_failed = True
         self.next_start = time.monotonic() + min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** max(0, self.failures - 1))
         if not self._closing:
-            kind = "server_exited" if started else "server_failed"
+            kind = ev.SERVER_EXITED if started else ev.SERVER_FAILED
             await self._on_event(kind, {"server": self.name, "error": self.error, "stderr": self.stderr_tail()})
         if not started:
             self._settle()  # waiters learn the failure; a start requested after a clean run waits on
+
+    async def _session(self, params: StdioServerParameters, errlog: TextIO, mode: str, probe_error: str = "") -> bool:
+        """One life of the child: connect in ``mode``, serve until it is gone. True if it started."""
+        started = False
+        self._probe_failed = False
+        errlog.write(f"{_MARK} starting {self.name} ({mode}): {self.config.command} {' '.join(self.config.args)}\n")
+        errlog.flush()
+        probe_timed_out = False
+
+        async def probe_deadline(scope: anyio.CancelScope) -> None:
+            """A 1.x-SDK server that failed on the probe stays silent until its next input line."""
+            nonlocal probe_timed_out
+            await anyio.sleep(PROBE_TIMEOUT)
+            if not started:
+                probe_timed_out = True
+                scope.cancel()
+
+        try:
+            with anyio.CancelScope() as self._scope:
+                if self._closing:
+                    self._scope.cancel()
+                async with anyio.create_task_group() as tg:
+                    if mode == "auto":
+                        tg.start_soon(probe_deadline, self._scope)
+                    async with Client(
+                        child_stdio(params, errlog),
+                        mode=mode,  # type: ignore[arg-type]
+                        cache=None,
+                        log_level="debug",
+                        message_handler=self._message,
+                        logging_callback=self._log,
+                        list_roots_callback=self._roots,
+                    ) as client:
+                        self.client, self.error, self.failures, self.start_failed = client, None, 0, False
+                        self.generation += 1
+                        started = True
+                        modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+                        remembered = self.era is not None
+                        if self.mode == "auto":  # the era that worked, for every later start of this proxy
+                            self.era = "auto" if modern else "legacy"
+                        await self._on_event(
+                            ev.SERVER_STARTED,
+                            {
+                                "server": self.name,
+                                "protocol_version": client.protocol_version,
+                                "mode": mode,
+                                "era": "modern" if modern else "legacy",
+                                "era_remembered": remembered,
+                                "probe_error": probe_error or None,
+                            },
+                        )
+                        self._settle()
+                        if modern:
+                            tg.start_soon(self._listen, client)
+                        await self._gone.wait()
+                        tg.cancel_scope.cancel()
+            if probe_timed_out:
+                self.error = f"no answer to server/discover within {PROBE_TIMEOUT:g} s"
+                self._probe_failed = True
+        except Exception as exc:
+            self.error = _describe(exc)
+            # A server that cannot even be spawned gets no second try; one that died talking may.
+            self._probe_failed = not started and not isinstance(_leaf(exc), OSError)
+        finally:
+            self.client = None
+        if not started and self._closing and self.error is None:
+            self.error = "the proxy is shutting down"
+        return started
 
     async def _listen(self, client: Client) -> None:
         """2026-07-28 children send list_changed only while a listen stream is open."""
@@ -191,9 +261,17 @@ class Downstream:
         self._gone.set()
 
     async def close(self) -> None:
+        """End the child now (its transport stops it: EOF, grace, SIGTERM, SIGKILL) and stop supervising."""
         self._closing = True
         self._gone.set()
         self._want.set()
+        self._scope.cancel()  # also interrupts a start still waiting on the handshake
+        if not self._supervising:
+            self._stopped.set()
+
+    async def wait_closed(self) -> None:
+        """Return once the supervisor has ended (so the child is gone, or was abandoned after SIGKILL)."""
+        await self._stopped.wait()
 
     def stderr_tail(self, lines: int = 8) -> str:
         """The last lines the child wrote to stderr, for error messages and events."""

@@ -1,17 +1,27 @@
 """Start the proxy on stdio. Stdout belongs to the protocol: everything else goes to stderr
-or to ``<home>/logs/proxy.log``."""
+or to ``<home>/logs/proxy.log``.
+
+A host closes a server by ending its stdin, waiting 2 s, then SIGTERM. Children run in their own
+process group (so a host's group kill misses them), and servers on the 1.x SDK ignore stdin
+EOF, so the proxy itself must end them on EOF, SIGTERM, SIGINT and SIGHUP, within those 2 s.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import warnings
+from typing import TYPE_CHECKING
 
 import anyio
 
 from gatekeeper.home import Home
 from gatekeeper.policy import Policy
+
+if TYPE_CHECKING:
+    from gatekeeper.proxy.server import Proxy
 
 
 def _logging(home: Home) -> None:
@@ -36,8 +46,31 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "auto") -> None:
 
     async def main() -> None:
         proxy = Proxy(policy, home, mode=mode)
-        async with filtered_stdio(proxy.wire_refused, proxy.line_limit()) as (read, write):
-            sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)
-            await proxy.server.run(read, write, proxy.initialization_options())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_end_on_signal, proxy)
+            async with filtered_stdio(proxy.wire_refused, proxy.line_limit()) as (read, write):
+                sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)
+                # Returns at stdin EOF; leaving its lifespan ends the children (proxy/child.py).
+                await proxy.server.run(read, write, proxy.initialization_options())
+            tg.cancel_scope.cancel()
 
     anyio.run(main)
+
+
+async def _end_on_signal(proxy: Proxy) -> None:
+    """On a signal, end every child, then exit at once.
+
+    An orderly return is not possible here: the SDK reads stdin in a worker thread that no
+    cancellation can interrupt while the host keeps stdin open.
+    """
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        signum = await anext(aiter(signals))
+    log = logging.getLogger("gatekeeper.proxy")
+    log.info("%s: ending downstream servers", signal.Signals(signum).name)
+    with anyio.CancelScope(shield=True), anyio.move_on_after(1.5):
+        for downstream in proxy.downstreams.values():
+            await downstream.close()
+        for downstream in proxy.downstreams.values():
+            await downstream.wait_closed()
+    logging.shutdown()
+    os._exit(128 + signum)

@@ -62,6 +62,7 @@ class Proxy:
         self.host: Any = None  # the host's ServerSession, captured by the middleware
         self.active: dict[str, ServerRequestContext[Any]] = {}  # server -> latest in-flight call (for logs)
         self.listed_generation: dict[str, int] = {}
+        self._last_missing: list[str] = []  # servers left out of the last tools/list (see list_tools)
         self.downstreams = {
             name: Downstream(
                 name,
@@ -235,22 +236,44 @@ class Proxy:
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        problems: list[str] = []
+        """Every healthy server's tools. A broken server is logged and recorded, not fatal: its tools
+        answer with why it is not available. Only when no server works is the listing an error."""
+        problems: dict[str, str] = {}
 
         async def one(downstream: Downstream) -> None:
             try:
                 await self._ensure(downstream)
             except (DownstreamUnavailable, DownstreamGone) as exc:
-                problems.append(str(exc))
+                problems[downstream.name] = str(exc)
             except MCPError as exc:
-                problems.append(f"downstream server '{downstream.name}' failed to list its tools: {exc}")
+                problems[downstream.name] = f"downstream server '{downstream.name}' failed to list its tools: {exc}"
 
         async with anyio.create_task_group() as tg:
             for downstream in self.downstreams.values():
                 tg.start_soon(one, downstream)
-        if problems:
-            raise MCPError(types.INTERNAL_ERROR, "\n".join(sorted(problems)))
-        return types.ListToolsResult(tools=self.catalog.host_tools())
+        if problems and len(problems) == len(self.downstreams):
+            raise MCPError(types.INTERNAL_ERROR, "\n".join(problems[name] for name in sorted(problems)))
+        await self._report_missing(problems)
+        return types.ListToolsResult(tools=[t for t in self.catalog.host_tools() if self._server_of(t) not in problems])
+
+    def _server_of(self, tool: types.Tool) -> str | None:
+        route = self.catalog.route(tool.name)
+        return route.server if route else None
+
+    async def _report_missing(self, problems: dict[str, str]) -> None:
+        """Log and record which servers' tools a listing lacks (once per change, not per listing)."""
+        missing = sorted(problems)
+        if missing == self._last_missing:
+            return
+        self._last_missing = missing
+        if not missing:
+            return
+        for name in missing:
+            log.warning("tools/list without %s: %s", name, problems[name])
+        await self.event(
+            ev.TOOLS_LISTED_WITHOUT,
+            {"servers": missing, "why": {name: problems[name].split("\n", 1)[0][:500] for name in missing}},
+        )
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams

@@ -22,6 +22,7 @@ TOOL_CHANGE_ACCEPTED = "tool_change_accepted"
 SERVER_STARTED = "server_started"
 SERVER_FAILED = "server_failed"
 SERVER_EXITED = "server_exited"
+TOOLS_LISTED_WITHOUT = "tools_listed_without"  # tools/list answered without a broken server's tools
 PROXY_STARTED = "proxy_started"
 LOGIN = "login"
 LOGIN_FAILED = "login_failed"

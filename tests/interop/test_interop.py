@@ -13,7 +13,7 @@ import pytest
 from mcp import Client, types
 
 from tests.interop.conftest import Stack, decide_in_browser
-from tests.peers.external import filesystem_server, git_server
+from tests.peers.external import filesystem_server, git_server, old_notes_policy
 from tests.proxy_support import proxy_params, write_policy
 from tests.review_support import Page
 
@@ -149,3 +149,34 @@ async def test_demo_notes_rejected_with_a_reason(tmp_path: Path, stack_for: obje
         status = await status_of(client, pid)
     assert status["status"] == "rejected" and status["reason"] == reason and status["reviewer"] == "alice"
     assert not (tmp_path / "workspace" / "notes" / "too-soon.md").exists()
+
+
+async def test_old_sdk_server_list_read_resource_propose_approve_commit(
+    tmp_path: Path, stack_for: object, browser: object
+) -> None:
+    """A FastMCP server on the Python SDK 1.x (mcp==1.6.0), behind the proxy in its default mode."""
+    policy = old_notes_policy(tmp_path)
+    notes = tmp_path / "workspace" / "notes"
+    (notes / "seed.md").write_text("an old note\n")
+    stack: Stack = stack_for(policy)  # type: ignore[operator]
+    async with Client(proxy_params(policy, stack.home), mode="auto") as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"read_note", "add_note", "gatekeeper_proposal_status"} <= names
+        read = await client.call_tool("read_note", {"path": "notes/seed.md"})
+        assert read.content[0].text == "an old note\n"  # type: ignore[union-attr]
+        index = await client.read_resource("notes://index")
+        assert [c.text for c in index.contents] == ["notes/seed.md"]  # type: ignore[union-attr]
+        body = "written only after a person said yes\n"
+        proposed = await client.call_tool("add_note", {"title": "Old SDK", "body": body})
+        pid = proposed.structured_content["proposal_id"]
+        target = notes / "old-sdk.md"
+        assert not target.exists()
+        assert await anyio.to_thread.run_sync(decide_in_browser, browser, stack, pid) in ("approved", "committed")
+        assert wait_for_file(target) == body.encode()
+        assert (await status_of(client, pid))["status"] == "committed"
+        index = await client.read_resource("notes://index")
+        assert index.contents[0].text.splitlines() == ["notes/old-sdk.md", "notes/seed.md"]  # type: ignore[union-attr]
+    conn = sqlite3.connect(stack.home / "gatekeeper.db")
+    starts = [row[0] for row in conn.execute("SELECT payload FROM audit_event WHERE kind = 'server_started'")]
+    conn.close()
+    assert starts and all('"mode":"legacy"' in payload for payload in starts), starts

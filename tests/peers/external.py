@@ -9,7 +9,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "scripts"))
 
-from install_peers import PeerUnavailable, ensure_filesystem_server, ensure_git_server
+from install_peers import (
+    PeerUnavailable,
+    ensure_filesystem_server,
+    ensure_git_server,
+    ensure_old_sdk_server,
+    ensure_ts_client,
+)
+
+PEERS = Path(__file__).resolve().parent
 
 
 def filesystem_server() -> Path:
@@ -24,3 +32,38 @@ def git_server() -> Path:
         return ensure_git_server()
     except PeerUnavailable as exc:
         pytest.skip(f"SKIPPED LOUDLY: mcp-server-git could not be installed: {exc}")
+
+
+def old_sdk_python() -> Path:
+    """The python of the venv with the Python SDK 1.x (runs tests/peers/old_sdk_notes.py)."""
+    try:
+        return ensure_old_sdk_server()
+    except PeerUnavailable as exc:
+        pytest.skip(f"SKIPPED LOUDLY: the Python SDK 1.x (mcp==1.6.0) could not be installed: {exc}")
+
+
+def ts_client_modules() -> Path:
+    """NODE_PATH for tests/peers/ts_client.mjs (the TypeScript SDK v2 client)."""
+    try:
+        return ensure_ts_client()
+    except PeerUnavailable as exc:
+        pytest.skip(f"SKIPPED LOUDLY: the TypeScript SDK client could not be installed: {exc}")
+
+
+def old_notes_policy(tmp: Path, *, pid_dir: Path | None = None, extra: str = "") -> Path:
+    """A policy with the 1.x-SDK notes server as ``notes``: reads allowed, add_note proposed."""
+    python = old_sdk_python()
+    workspace = tmp / "workspace"
+    (workspace / "notes").mkdir(parents=True, exist_ok=True)
+    env = f"{{OLD_NOTES_PID_DIR: {str(pid_dir)!r}}}" if pid_dir else "{}"
+    policy = tmp / "policy.yaml"
+    policy.write_text(
+        "version: 1\nservers:\n  notes:\n"
+        f"    command: {python}\n    args: [{str(PEERS / 'old_sdk_notes.py')!r}, {str(workspace)!r}]\n"
+        f"    workspace: {workspace}\n    env: {env}\n"
+        "    tools:\n      read_note: allow\n      server_pid: allow\n"
+        "      add_note:\n        propose:\n"
+        '          path: {template: "notes/{{ args.title | slug }}.md"}\n'
+        '          content: {arg: body}\n          globs: ["notes/**/*.md"]\n' + extra
+    )
+    return policy
