@@ -4,7 +4,8 @@
 - mcp-server-git (PyPI) in its own venv: mcp-server-git==2026.10.19
 
 Idempotent and safe to run from several processes (a file lock). `make test` runs it once;
-tests call ``ensure_*`` and skip with the reason when a registry cannot be reached.
+tests call ``ensure_*`` and skip with the reason when a registry cannot be reached (under CI=true they fail,
+and so does this script: see tests/requirements.py).
 """
 
 from __future__ import annotations
@@ -74,11 +75,25 @@ def ensure_git_server() -> Path:
 
 
 def main() -> None:
+    """Install every peer; under CI=true a missing one fails the run (its tests would only skip)."""
+    in_ci = os.environ.get("CI", "").strip().lower() == "true"
+    missing: list[str] = []
     for name, ensure in (("filesystem server", ensure_filesystem_server), ("mcp-server-git", ensure_git_server)):
         try:
             print(f"{name}: {ensure()}")
-        except PeerUnavailable as exc:
-            print(f"WARNING: {name} unavailable, its interop tests will be skipped: {exc}", file=sys.stderr)
+        except (PeerUnavailable, OSError) as exc:
+            missing.append(name)
+            if in_ci:
+                print(f"ERROR: {name} could not be installed: {exc}", file=sys.stderr)
+            else:
+                print(f"WARNING: {name} unavailable, its interop tests will be skipped: {exc}", file=sys.stderr)
+    if missing and in_ci:
+        print(
+            f"ERROR: CI=true needs every interop peer; missing: {', '.join(missing)}. "
+            f"Fix the install (npm, pip, network) or the cache folder {CACHE}.",
+            file=sys.stderr,
+        )
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -11,15 +11,13 @@ import pytest
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
 from tests.helpers import draft
+from tests.requirements import require_chromium
 from tests.review_support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, decisions, hashed, review_server
-
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing: `make test` installs Debian's chromium package"
-)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

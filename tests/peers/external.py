@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
+from tests.requirements import missing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "scripts"))
 
@@ -16,11 +16,11 @@ def filesystem_server() -> Path:
     try:
         return ensure_filesystem_server()
     except PeerUnavailable as exc:
-        pytest.skip(f"SKIPPED LOUDLY: the reference filesystem server could not be installed: {exc}")
+        missing("the reference filesystem server", f"scripts/install_peers.py could not install it: {exc}")
 
 
 def git_server() -> Path:
     try:
         return ensure_git_server()
     except PeerUnavailable as exc:
-        pytest.skip(f"SKIPPED LOUDLY: mcp-server-git could not be installed: {exc}")
+        missing("mcp-server-git", f"scripts/install_peers.py could not install it: {exc}")
