@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,6 +20,15 @@ def make_home(path: Path) -> Home:
     return home
 
 
+def call_arguments(path: str, content: bytes) -> tuple[dict[str, str], str]:
+    """The arguments a real call under a ``{arg: path}``/``{arg: content}`` rule sends, and that rule's
+    encoding: UTF-8 text as itself, other bytes as base64 (latin-1 would mangle every non-ASCII byte)."""
+    try:
+        return {"path": path, "content": content.decode("utf-8")}, "text"
+    except UnicodeDecodeError:
+        return {"path": path, "content": base64.b64encode(content).decode("ascii")}, "base64"
+
+
 def draft(
     path: str = "notes/a.md",
     content: bytes = b"hello\n",
@@ -29,13 +39,16 @@ def draft(
     expires_in: float = 3600,
     session_id: str | None = "s1",
 ) -> ProposalDraft:
+    """A draft as the proxy builds it; ``arguments`` defaults to what a real call for these bytes sends."""
+    sent, encoding = call_arguments(path, content)
     return ProposalDraft(
         server=server,
         tool=tool,
-        arguments=arguments if arguments is not None else {"path": path, "content": content.decode("latin-1")},
+        arguments=arguments if arguments is not None else sent,
         workspace="/tmp/workspace",
         path=path,
         content=content,
+        encoding=encoding,
         policy_digest="0" * 64,
         expires_at=format_ts(utc_now() + timedelta(seconds=expires_in)),
         client_name="pytest",
