@@ -1,15 +1,52 @@
-"""Shared test helpers: a real home with a real migrated database, and proposal drafts."""
+"""Shared test helpers: a real home with a real migrated database, proposal drafts, and waiting
+with a deadline (never a bare sleep) for something another process does."""
 
 from __future__ import annotations
 
 import base64
+import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import TypeVar
+
+import anyio
 
 from gatekeeper.canonical import format_ts, utc_now
 from gatekeeper.home import Home
 from gatekeeper.store import migrate
 from gatekeeper.store.store import ProposalDraft, Store
+
+T = TypeVar("T")
+
+
+class WaitTimeout(AssertionError):
+    """What a test waited for did not happen in time; the message names it."""
+
+
+def wait_until(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.02) -> T:
+    """Poll ``predicate`` until it returns something truthy (returned); fail after ``timeout`` s,
+    saying ``what`` was awaited. The short pause between polls is the poll, not synchronisation."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+async def await_until(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.02) -> T:
+    """:func:`wait_until` for async tests: polls without blocking the event loop."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"timed out after {timeout:g} s waiting for {what}")
+        await anyio.sleep(interval)
 
 
 def make_home(path: Path) -> Home:
