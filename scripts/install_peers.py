@@ -74,22 +74,27 @@ def ensure_git_server() -> Path:
         return binary
 
 
+_MISSING: list[str] = []
+
+
+def _unavailable(name: str, exc: Exception) -> None:
+    """Say why a peer is missing; under CI=true remember it, so the run fails at the end."""
+    if os.environ.get("CI", "").strip().lower() == "true":
+        _MISSING.append(name)
+        print(f"ERROR: {name} could not be installed: {exc}", file=sys.stderr)
+    else:
+        print(f"WARNING: {name} unavailable, its interop tests will be skipped: {exc}", file=sys.stderr)
+
+
 def main() -> None:
-    """Install every peer; under CI=true a missing one fails the run (its tests would only skip)."""
-    in_ci = os.environ.get("CI", "").strip().lower() == "true"
-    missing: list[str] = []
     for name, ensure in (("filesystem server", ensure_filesystem_server), ("mcp-server-git", ensure_git_server)):
         try:
             print(f"{name}: {ensure()}")
         except (PeerUnavailable, OSError) as exc:
-            missing.append(name)
-            if in_ci:
-                print(f"ERROR: {name} could not be installed: {exc}", file=sys.stderr)
-            else:
-                print(f"WARNING: {name} unavailable, its interop tests will be skipped: {exc}", file=sys.stderr)
-    if missing and in_ci:
+            _unavailable(name, exc)
+    if _MISSING:  # only under CI=true: skipped interop tests there would hide a broken install
         print(
-            f"ERROR: CI=true needs every interop peer; missing: {', '.join(missing)}. "
+            f"ERROR: CI=true needs every interop peer; missing: {', '.join(_MISSING)}. "
             f"Fix the install (npm, pip, network) or the cache folder {CACHE}.",
             file=sys.stderr,
         )

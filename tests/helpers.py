@@ -4,8 +4,10 @@ with a deadline (never a bare sleep) for something another process does."""
 from __future__ import annotations
 
 import base64
+import queue
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -47,6 +49,25 @@ async def await_until(predicate: Callable[[], T], timeout: float, what: str, int
         if time.monotonic() >= deadline:
             raise WaitTimeout(f"timed out after {timeout:g} s waiting for {what}")
         await anyio.sleep(interval)
+
+
+def line_queue(stream: Iterable[str]) -> queue.Queue[str]:
+    """Lines of a child's output as they come, read by a thread, so a test can wait with a deadline."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def next_line(lines: queue.Queue[str], timeout: float, what: str) -> str:
+    try:
+        return lines.get(timeout=timeout)
+    except queue.Empty:
+        raise WaitTimeout(f"timed out after {timeout:g} s waiting for {what}") from None
 
 
 def make_home(path: Path) -> Home:
