@@ -323,6 +323,7 @@ def test_python_dash_m_and_errors_without_traceback(tmp_path: Path) -> None:
     assert gk("audit", "verify", env_home=tmp_path / "h").stdout.startswith("OK: 1 events")
 
 
+@pytest.mark.timeout(90)  # --follow never ends by itself
 def test_log_follow_prints_events_appended_by_another_process(home: Home) -> None:
     env = {**os.environ, "GATEKEEPER_HOME": str(home.path)}
     proc = subprocess.Popen(

@@ -87,6 +87,7 @@ async def test_wait_times_out_to_the_pending_result(tmp_path: Path, home: Home) 
     assert not result.is_error and result.structured_content["status"] == "pending_approval"
 
 
+@pytest.mark.timeout(120)  # the call would wait 30 s for a decision if the cancel were lost
 async def test_cancelled_wait_leaves_the_proposal_pending(tmp_path: Path, home: Home) -> None:
     async with proxied(policy_with_wait(tmp_path, 30), home.path) as p:
         async with anyio.create_task_group() as tg:
