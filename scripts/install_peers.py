@@ -29,6 +29,18 @@ class PeerUnavailable(Exception):
     """The peer could not be installed here; the message says why (shown as the skip reason)."""
 
 
+_MISSING: list[str] = []
+
+
+def _unavailable(name: str, exc: Exception) -> None:
+    """Say why a peer is missing; under CI=true remember it, so the run fails at the end."""
+    if os.environ.get("CI", "").strip().lower() == "true":
+        _MISSING.append(name)
+        print(f"ERROR: {name} could not be installed: {exc}", file=sys.stderr)
+    else:
+        print(f"WARNING: {name} unavailable, its interop tests will be skipped: {exc}", file=sys.stderr)
+
+
 @contextmanager
 def _locked(name: str) -> Iterator[None]:
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -72,18 +84,6 @@ def ensure_git_server() -> Path:
         if not binary.exists():
             raise PeerUnavailable(f"pip installed {GIT_PACKAGE} but {binary} is missing")
         return binary
-
-
-_MISSING: list[str] = []
-
-
-def _unavailable(name: str, exc: Exception) -> None:
-    """Say why a peer is missing; under CI=true remember it, so the run fails at the end."""
-    if os.environ.get("CI", "").strip().lower() == "true":
-        _MISSING.append(name)
-        print(f"ERROR: {name} could not be installed: {exc}", file=sys.stderr)
-    else:
-        print(f"WARNING: {name} unavailable, its interop tests will be skipped: {exc}", file=sys.stderr)
 
 
 def main() -> None:
