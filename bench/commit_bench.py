@@ -142,13 +142,13 @@ def watch_latencies(root: Path, approvals: int, log: Callable[[str], None]) -> l
             for i in range(approvals):
                 pid, sha, path = propose(bed, store, i, approve=False)
                 target = bed.workspace / path
-                time.sleep(rng.uniform(0, 0.1))
+                time.sleep(rng.uniform(0, 0.1))  # a reviewer's random pace: the workload, not a wait
                 approve_one(bed, store, pid, sha, path)
                 start = time.perf_counter()
                 while not target.exists():
                     if time.perf_counter() - start > 10:
                         raise RuntimeError(f"no file 10 s after approval {i}")
-                    time.sleep(0.0005)
+                    time.sleep(0.0005)  # a tight poll with a deadline: the latency being measured
                 latencies.append(time.perf_counter() - start)
     finally:
         proc.terminate()

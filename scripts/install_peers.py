@@ -6,7 +6,8 @@
 - the TypeScript SDK v2 client (npm), for tests/peers/ts_client.mjs: @modelcontextprotocol/client@2.4.0
 
 Idempotent and safe to run from several processes (a file lock). `make test` runs it once;
-tests call ``ensure_*`` and skip with the reason when a registry cannot be reached.
+tests call ``ensure_*`` and skip with the reason when a registry cannot be reached (under CI=true they fail,
+and so does this script: see tests/requirements.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,18 @@ TS_CLIENT_PACKAGE = "@modelcontextprotocol/client@2.4.0"
 
 class PeerUnavailable(Exception):
     """The peer could not be installed here; the message says why (shown as the skip reason)."""
+
+
+_MISSING: list[str] = []
+
+
+def _unavailable(name: str, exc: Exception) -> None:
+    """Say why a peer is missing; under CI=true remember it, so the run fails at the end."""
+    if os.environ.get("CI", "").strip().lower() == "true":
+        _MISSING.append(name)
+        print(f"ERROR: {name} could not be installed: {exc}", file=sys.stderr)
+    else:
+        print(f"WARNING: {name} unavailable, its interop tests will be skipped: {exc}", file=sys.stderr)
 
 
 @contextmanager
@@ -121,8 +134,15 @@ def main() -> None:
     ):
         try:
             print(f"{name}: {ensure()}")
-        except PeerUnavailable as exc:
-            print(f"WARNING: {name} unavailable, its interop tests will be skipped: {exc}", file=sys.stderr)
+        except (PeerUnavailable, OSError) as exc:
+            _unavailable(name, exc)
+    if _MISSING:  # only under CI=true: skipped interop tests there would hide a broken install
+        print(
+            f"ERROR: CI=true needs every interop peer; missing: {', '.join(_MISSING)}. "
+            f"Fix the install (npm, pip, network) or the cache folder {CACHE}.",
+            file=sys.stderr,
+        )
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -325,7 +325,7 @@ def run_commit(
 ) -> Run:
     c = Committer(world, list(args) or ["--once"], commit_env(world, **switches), real=real)
     if kill_after is not None:
-        time.sleep(kill_after)
+        time.sleep(kill_after)  # a random moment to kill at: the thing under test, not a wait
         c.kill()
     return c.wait(timeout)
 

@@ -1,14 +1,73 @@
-"""Shared test helpers: a real home with a real migrated database, and proposal drafts."""
+"""Shared test helpers: a real home with a real migrated database, proposal drafts, and waiting
+with a deadline (never a bare sleep) for something another process does."""
 
 from __future__ import annotations
 
+import base64
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from pathlib import Path
+from typing import TypeVar
+
+import anyio
 
 from gatekeeper.canonical import format_ts, utc_now
 from gatekeeper.home import Home
 from gatekeeper.store import migrate
 from gatekeeper.store.store import ProposalDraft, Store
+
+T = TypeVar("T")
+
+
+class WaitTimeout(AssertionError):
+    """What a test waited for did not happen in time; the message names it."""
+
+
+def wait_until(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.02) -> T:
+    """Poll ``predicate`` until it returns something truthy (returned); fail after ``timeout`` s,
+    saying ``what`` was awaited. The short pause between polls is the poll, not synchronisation."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+async def await_until(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.02) -> T:
+    """:func:`wait_until` for async tests: polls without blocking the event loop."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"timed out after {timeout:g} s waiting for {what}")
+        await anyio.sleep(interval)
+
+
+def line_queue(stream: Iterable[str]) -> queue.Queue[str]:
+    """Lines of a child's output as they come, read by a thread, so a test can wait with a deadline."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def next_line(lines: queue.Queue[str], timeout: float, what: str) -> str:
+    try:
+        return lines.get(timeout=timeout)
+    except queue.Empty:
+        raise WaitTimeout(f"timed out after {timeout:g} s waiting for {what}") from None
 
 
 def make_home(path: Path) -> Home:
@@ -17,6 +76,15 @@ def make_home(path: Path) -> Home:
     home.ensure_key()
     migrate.upgrade(home.db_path)
     return home
+
+
+def call_arguments(path: str, content: bytes) -> tuple[dict[str, str], str]:
+    """The arguments a real call under a ``{arg: path}``/``{arg: content}`` rule sends, and that rule's
+    encoding: UTF-8 text as itself, other bytes as base64 (latin-1 would mangle every non-ASCII byte)."""
+    try:
+        return {"path": path, "content": content.decode("utf-8")}, "text"
+    except UnicodeDecodeError:
+        return {"path": path, "content": base64.b64encode(content).decode("ascii")}, "base64"
 
 
 def draft(
@@ -29,13 +97,16 @@ def draft(
     expires_in: float = 3600,
     session_id: str | None = "s1",
 ) -> ProposalDraft:
+    """A draft as the proxy builds it; ``arguments`` defaults to what a real call for these bytes sends."""
+    sent, encoding = call_arguments(path, content)
     return ProposalDraft(
         server=server,
         tool=tool,
-        arguments=arguments if arguments is not None else {"path": path, "content": content.decode("latin-1")},
+        arguments=arguments if arguments is not None else sent,
         workspace="/tmp/workspace",
         path=path,
         content=content,
+        encoding=encoding,
         policy_digest="0" * 64,
         expires_at=format_ts(utc_now() + timedelta(seconds=expires_in)),
         client_name="pytest",

@@ -18,6 +18,9 @@ import httpx
 
 from gatekeeper.home import Home
 from gatekeeper.review.auth import hash_password
+from tests.requirements import CHROMIUM
+
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "PASSWORD"]
 
 PASSWORD = "correct horse battery staple"
 REPO = Path(__file__).resolve().parent.parent
@@ -112,7 +115,6 @@ def event_count(home: Home, kind: str) -> int:
         conn.close()
 
 
-CHROMIUM = "/usr/bin/chromium"
 # Debian's Chromium, headless; without the background-networking flags it keeps dialling the closed network.
 CHROMIUM_ARGS = [
     "--no-sandbox",

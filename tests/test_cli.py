@@ -11,7 +11,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from gatekeeper.cli import cli
 from gatekeeper.home import Home
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer, draft
+from tests.helpers import add_reviewer, draft, line_queue, next_line
 
 
 def run(*args: str, code: int = 0, home: Home | Path | None = None) -> str:
@@ -405,6 +404,7 @@ def test_python_dash_m_and_errors_without_traceback(tmp_path: Path) -> None:
     assert gk("audit", "verify", env_home=tmp_path / "h").stdout.startswith("OK: 1 events")
 
 
+@pytest.mark.timeout(90)  # --follow never ends by itself
 def test_log_follow_prints_events_appended_by_another_process(home: Home) -> None:
     env = {**os.environ, "GATEKEEPER_HOME": str(home.path)}
     proc = subprocess.Popen(
@@ -414,12 +414,15 @@ def test_log_follow_prints_events_appended_by_another_process(home: Home) -> Non
         env=env,
     )
     try:
-        time.sleep(1.5)  # let it start and print the (empty) backlog
+        assert proc.stdout is not None
+        lines = line_queue(proc.stdout)
         with Store(home.db_path) as s:
             s.append_event("test_one", "test", {"n": 1})
-            s.append_event("test_two", "test", {"n": 2})
-        assert proc.stdout is not None
-        first, second = json.loads(proc.stdout.readline()), json.loads(proc.stdout.readline())
+        # Printed from the backlog or followed: either way the follower is running once it shows.
+        first = json.loads(next_line(lines, 30, "the follower to print test_one"))
+        with Store(home.db_path) as s:
+            s.append_event("test_two", "test", {"n": 2})  # appended after that: only following finds it
+        second = json.loads(next_line(lines, 30, "the follower to print test_two, appended later"))
         assert (first["kind"], second["kind"]) == ("test_one", "test_two")
         assert second["payload"] == {"n": 2}
     finally:

@@ -314,10 +314,10 @@ def test_folder_flipping_between_real_and_symlink_under_load(world: World, resol
         rng = random.Random(7)
         while not stop.is_set():
             _exchange(bulk, swap)  # bulk is now the symlink to outside
-            time.sleep(rng.uniform(0, 0.002))
+            time.sleep(rng.uniform(0, 0.002))  # a random dwell: the race is the thing under test, not a wait
             _exchange(bulk, swap)  # and the real folder again
             flips[0] += 1
-            time.sleep(rng.uniform(0, 0.002))
+            time.sleep(rng.uniform(0, 0.002))  # likewise
 
     t = threading.Thread(target=flipper)
     t.start()

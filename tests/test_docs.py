@@ -15,6 +15,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 from cli_reference import commands, help_text  # noqa: E402
 
 from gatekeeper.cli import cli  # noqa: E402
+from tests.requirements import require_chromium  # noqa: E402
 
 README = (REPO / "README.md").read_text()
 
@@ -30,11 +31,10 @@ def test_every_command_help_is_in_the_readme(path: tuple[str, ...]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not Path("/usr/bin/chromium").exists(), reason="make demo-check needs Debian's chromium (make browser)"
-)
+@pytest.mark.timeout(400)  # its subprocess may take 300 s
 def test_demo_check_walks_the_whole_tour(tmp_path: Path) -> None:
     """`make demo-check`: the tour with Chromium approving, from nothing to an approved note on disk."""
+    require_chromium()
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     env.pop("GATEKEEPER_HOME", None)
     result = subprocess.run(

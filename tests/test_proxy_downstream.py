@@ -13,6 +13,7 @@ import pytest
 from mcp import MCPError, types
 
 from gatekeeper.home import Home
+from tests.helpers import await_until
 from tests.proxy_support import events, proxied, write_policy
 
 pytestmark = pytest.mark.anyio
@@ -35,6 +36,7 @@ async def test_two_servers_get_prefixes_and_echo_is_exact(tmp_path: Path, home: 
         assert json.loads(text(result)) == {"value": value}
 
 
+@pytest.mark.timeout(120)  # a lost kill or a call never answered must not hang the run
 @pytest.mark.parametrize("mode", MODES)
 async def test_child_killed_mid_call_gives_a_tool_error_and_the_next_call_works(
     tmp_path: Path, home: Home, mode: str
@@ -46,15 +48,17 @@ async def test_child_killed_mid_call_gives_a_tool_error_and_the_next_call_works(
         assert died.is_error and "probe" in text(died) and "stopped during the call" in text(died)
         second_pid = int(text(await p.call_tool("pid", {})))  # restarted on demand
         assert second_pid != first_pid
-        marker = tmp_path / "never"
+        marker, started = tmp_path / "never", tmp_path / "started"
         async with anyio.create_task_group() as tg:
             results: list[types.CallToolResult] = []
 
             async def slow() -> None:
-                results.append(await p.call_tool("sleep_then_touch", {"marker": str(marker), "seconds": 3}))
+                args = {"marker": str(marker), "seconds": 600, "started": str(started)}
+                results.append(await p.call_tool("sleep_then_touch", args))
 
             tg.start_soon(slow)
-            await anyio.sleep(0.7)
+            await await_until(started.exists, 30, "the child to start the slow call")
+            assert int(started.read_text()) == second_pid  # the call is in the child we kill
             os.kill(second_pid, signal.SIGKILL)
         assert results[0].is_error and "stopped during the call" in text(results[0])
         assert int(text(await p.call_tool("pid", {}))) not in (first_pid, second_pid)
@@ -63,15 +67,26 @@ async def test_child_killed_mid_call_gives_a_tool_error_and_the_next_call_works(
     assert kinds.count("server_exited") >= 2 and kinds.count("server_started") >= 3
 
 
+@pytest.mark.timeout(120)  # the child sleeps 600 s unless cancelled
 @pytest.mark.parametrize("mode", MODES)
 async def test_cancellation_reaches_the_child(tmp_path: Path, home: Home, mode: str) -> None:
     policy = write_policy(tmp_path, probe=True, notes=False)
-    marker = tmp_path / "marker"
+    marker, started, cancelled = tmp_path / "marker", tmp_path / "started", tmp_path / "cancelled"
+    args = {"marker": str(marker), "seconds": 600, "started": str(started), "cancelled": str(cancelled)}
     async with proxied(policy, home.path, mode) as p:
-        with anyio.move_on_after(0.8):
-            await p.call_tool("sleep_then_touch", {"marker": str(marker), "seconds": 1.5})
-        await anyio.sleep(1.5)
-        assert not marker.exists()  # the child's handler was cancelled, not left to finish
+        async with anyio.create_task_group() as tg:
+            outcome: list[object] = []
+
+            async def call() -> None:
+                outcome.append(await p.call_tool("sleep_then_touch", args))
+
+            tg.start_soon(call)
+            await await_until(started.exists, 30, "the child to receive the call")
+            tg.cancel_scope.cancel()  # the host gives up on the call
+        assert outcome == []  # cancelled while the child was still in it
+        await await_until(cancelled.exists, 20, "the cancellation to reach the child's handler")
+        assert cancelled.read_text() == "cancelled"
+        assert not marker.exists()  # the handler was cancelled, not left to finish
         assert not (await p.call_tool("echo", {"value": 1})).is_error  # and the session goes on
 
 

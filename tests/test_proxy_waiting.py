@@ -15,7 +15,7 @@ from mcp import types
 
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer
+from tests.helpers import add_reviewer, await_until
 from tests.proxy_support import events, proxied, rows, write_policy
 
 pytestmark = pytest.mark.anyio
@@ -46,11 +46,13 @@ def decide(home: Home, pid: str, verdict: str, reason: str | None = None) -> Non
             store.record_commit_outcome(pid, "created", observed_sha256=sha, final_path=f"{ws}/{path}")
 
 
-async def approve_when_proposed(home: Home, verdict: str = "approved", reason: str | None = None) -> None:
-    with anyio.fail_after(20):
-        while not rows(home.db_path, "SELECT 1 FROM proposal"):
-            await anyio.sleep(0.05)
-    await anyio.sleep(1.2)  # let the waiting call send a progress notification or two
+async def approve_when_proposed(
+    home: Home, verdict: str = "approved", reason: str | None = None, progress: list[float] | None = None
+) -> None:
+    """Decide once the proposal exists (and, given ``progress``, once the waiting call has reported some)."""
+    await await_until(lambda: rows(home.db_path, "SELECT 1 FROM proposal"), 20, "the call to create its proposal")
+    if progress is not None:
+        await await_until(lambda: progress, 20, "a progress notification from the waiting call")
     decide(home, pending_id(home), verdict, reason)
 
 
@@ -63,7 +65,7 @@ async def test_wait_returns_the_committed_path_with_progress(tmp_path: Path, hom
         assert total == 20.0 and message and "review" in message
 
     async with proxied(policy, home.path) as p, anyio.create_task_group() as tg:
-        tg.start_soon(approve_when_proposed, home)
+        tg.start_soon(approve_when_proposed, home, "approved", None, progress)
         result = await p.call_tool("create_note", {"title": "waited", "body": "x\n"}, progress_callback=on_progress)
     assert not result.is_error, result.content
     assert result.structured_content["status"] == "committed"
@@ -85,10 +87,19 @@ async def test_wait_times_out_to_the_pending_result(tmp_path: Path, home: Home) 
     assert not result.is_error and result.structured_content["status"] == "pending_approval"
 
 
+@pytest.mark.timeout(120)  # the call would wait 30 s for a decision if the cancel were lost
 async def test_cancelled_wait_leaves_the_proposal_pending(tmp_path: Path, home: Home) -> None:
     async with proxied(policy_with_wait(tmp_path, 30), home.path) as p:
-        with anyio.move_on_after(1.5):
-            await p.call_tool("create_note", {"title": "cancel me", "body": "x\n"})
+        async with anyio.create_task_group() as tg:
+            answers: list[object] = []
+
+            async def call() -> None:
+                answers.append(await p.call_tool("create_note", {"title": "cancel me", "body": "x\n"}))
+
+            tg.start_soon(call)
+            await await_until(lambda: rows(home.db_path, "SELECT 1 FROM proposal"), 20, "the proposal to be made")
+            tg.cancel_scope.cancel()  # the host gives up while the call waits for a decision
+        assert answers == []
         assert not (await p.call_tool("list_notes", {})).is_error  # the session goes on
     assert rows(home.db_path, "SELECT count(*) FROM decision") == [(0,)]
     assert rows(home.db_path, "SELECT count(*) FROM proposal") == [(1,)]

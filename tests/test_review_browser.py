@@ -11,15 +11,13 @@ import pytest
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
 from tests.helpers import draft
+from tests.requirements import require_chromium
 from tests.review_support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, decisions, hashed, review_server
-
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing: `make test` installs Debian's chromium package"
-)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -40,8 +38,10 @@ def test_review_in_a_real_browser(home: Home, browser: object, shots: Path) -> N
     tricky = "total = 100\n# admin\u202e \u2066// check later\u2069 \u2067\nok\u200bay = True\n".encode()
     with Store(home.db_path) as store:
         store.add_reviewer("alice", hashed())
-        a = store.propose(draft("notes/tricky.md", tricky))
-        b = store.propose(draft("notes/other.md", b"other\n"))
+        # What the repo policy's create_note receives for this note: {"title", "body"} as the host sent them.
+        sent = {"title": "tricky", "body": tricky.decode("utf-8")}
+        a = store.propose(draft("notes/tricky.md", tricky, arguments=sent))
+        b = store.propose(draft("notes/other.md", "other — café\n".encode()))  # default arguments
     with review_server(home) as base:
         page = browser.new_page()  # type: ignore[attr-defined]
         page.goto(f"{base}/")
@@ -62,6 +62,26 @@ def test_review_in_a_real_browser(home: Home, browser: object, shots: Path) -> N
         assert marks.count() == 5
         assert page.locator("#content mark.bidi").count() == 4
         assert page.inner_text("#sha256") == a.sha256
+        assert page.inner_text("#destination") == "notes/tricky.md"
+        rlo, lri = "⟨U+202E RIGHT-TO-LEFT OVERRIDE⟩", "⟨U+2066 LEFT-TO-RIGHT ISOLATE⟩"
+        pdi, rli = "⟨U+2069 POP DIRECTIONAL ISOLATE⟩", "⟨U+2067 RIGHT-TO-LEFT ISOLATE⟩"
+        zwsp = "⟨U+200B ZERO WIDTH SPACE⟩"
+        assert page.locator("#content td.code").all_inner_texts() == [
+            "total = 100",
+            f"# admin{rlo} {lri}// check later{pdi} {rli}",
+            f"ok{zwsp}ay = True",
+        ]
+        # The arguments exactly as the host sent them (JSON-escaped newlines), hidden characters marked.
+        assert page.locator("#arguments td.code").all_inner_texts() == [
+            "{",
+            f'  "body": "total = 100\\n# admin{rlo} {lri}// check later{pdi} {rli}\\nok{zwsp}ay = True\\n",',
+            '  "title": "tricky"',
+            "}",
+        ]
+        arguments = page.locator("section", has=page.locator("#arguments"))
+        assert "The arguments hold 5 invisible or control characters (marked below)." in arguments.inner_text()
+        assert page.locator("#arguments mark.hidden").count() == 5
+        assert page.locator("#arguments mark.bidi").count() == 4
         page.screenshot(path=str(shots / "proposal.png"), full_page=True)
 
         page.click("#approve")
@@ -70,6 +90,12 @@ def test_review_in_a_real_browser(home: Home, browser: object, shots: Path) -> N
         assert "approved" in page.inner_text("#decision")
 
         page.goto(f"{base}/proposals/{b.id}")
+        assert page.locator("#arguments td.code").all_inner_texts() == [
+            "{",
+            '  "content": "other — café\\n",',
+            '  "path": "notes/other.md"',
+            "}",
+        ]
         page.fill("#reason", "please put it under notes/drafts/")
         page.click("#reject")
         page.wait_for_url(f"{base}/proposals/{b.id}")

@@ -16,6 +16,7 @@ import pytest
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
 from tests.helpers import draft
+from tests.requirements import require_chromium
 from tests.review_support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, Page, hashed, review_server
 
 PATH = "notes/q3  report.md"  # two spaces: "notes/q3 report.md" is another (existing) file
@@ -44,8 +45,8 @@ def test_page_html_marks_counts_and_keeps_spaces(home: Home, proposal_id: str) -
     assert re.search(r"\.path[^{]*\{[^}]*white-space: pre-wrap", css)
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")
 def test_spaces_and_invisible_characters_as_a_browser_shows_them(home: Home, proposal_id: str) -> None:
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     shots = Path(__file__).resolve().parent.parent / "test-output" / "test_review_browser_text"

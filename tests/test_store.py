@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 
 import pytest
 
@@ -13,7 +12,7 @@ from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.home import Home
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer, draft
+from tests.helpers import add_reviewer, draft, wait_until
 
 
 def kinds(home: Home) -> list[str]:
@@ -139,8 +138,7 @@ def test_one_decision_per_proposal_and_no_replay_onto_another(home: Home, store:
 def test_expired_proposal_cannot_be_approved_but_can_be_rejected(home: Home, store: Store) -> None:
     add_reviewer(store)
     p = store.propose(draft(expires_in=0.05))
-    time.sleep(0.1)
-    assert status(home, p.id) == "expired"
+    wait_until(lambda: status(home, p.id) == "expired", 5, "the proposal to expire (50 ms)")
     with pytest.raises(Conflict, match="expired"):
         store.decide(
             p.id,

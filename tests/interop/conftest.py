@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.requirements import require_chromium
 from tests.review_support import CHROMIUM, CHROMIUM_ARGS, free_port, start_up
 
 
@@ -103,8 +104,7 @@ class BrowserWorker:
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[BrowserWorker]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"SKIPPED LOUDLY: {CHROMIUM} is missing (`make browser` installs Debian's chromium)")
+    require_chromium()
     worker = BrowserWorker()
     yield worker
     worker.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
+from tests.requirements import missing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "scripts"))
 
@@ -24,14 +24,14 @@ def filesystem_server() -> Path:
     try:
         return ensure_filesystem_server()
     except PeerUnavailable as exc:
-        pytest.skip(f"SKIPPED LOUDLY: the reference filesystem server could not be installed: {exc}")
+        missing("the reference filesystem server", f"scripts/install_peers.py could not install it: {exc}")
 
 
 def git_server() -> Path:
     try:
         return ensure_git_server()
     except PeerUnavailable as exc:
-        pytest.skip(f"SKIPPED LOUDLY: mcp-server-git could not be installed: {exc}")
+        missing("mcp-server-git", f"scripts/install_peers.py could not install it: {exc}")
 
 
 def old_sdk_python() -> Path:
@@ -39,7 +39,7 @@ def old_sdk_python() -> Path:
     try:
         return ensure_old_sdk_server()
     except PeerUnavailable as exc:
-        pytest.skip(f"SKIPPED LOUDLY: the Python SDK 1.x (mcp==1.6.0) could not be installed: {exc}")
+        missing("the Python SDK 1.x (mcp==1.6.0)", f"scripts/install_peers.py could not install it: {exc}")
 
 
 def ts_client_modules() -> Path:
@@ -47,7 +47,7 @@ def ts_client_modules() -> Path:
     try:
         return ensure_ts_client()
     except PeerUnavailable as exc:
-        pytest.skip(f"SKIPPED LOUDLY: the TypeScript SDK client could not be installed: {exc}")
+        missing("the TypeScript SDK client", f"scripts/install_peers.py could not install it: {exc}")
 
 
 def old_notes_policy(tmp: Path, *, pid_dir: Path | None = None, extra: str = "") -> Path:

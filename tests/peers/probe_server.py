@@ -32,9 +32,21 @@ def die() -> str:
     os._exit(3)
 
 
-@server.tool(description="Sleep, then create the marker file; a cancelled call never creates it.")
-async def sleep_then_touch(marker: str, seconds: float = 2.0) -> str:
-    await anyio.sleep(seconds)
+@server.tool(
+    description="Sleep, then create the marker file; a cancelled call never creates it. The optional "
+    "`started` file is created when the call begins, `cancelled` when its handler is cancelled."
+)
+async def sleep_then_touch(marker: str, seconds: float = 2.0, started: str = "", cancelled: str = "") -> str:
+    """A deliberately slow call: the sleep is the thing under test (cancellation, a kill mid-call).
+    Tests wait on the ``started``/``cancelled`` files, never on time."""
+    if started:
+        Path(started).write_text(str(os.getpid()))
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        if cancelled:
+            Path(cancelled).write_text("cancelled")
+        raise
     Path(marker).write_text("done")
     return "touched"
 
@@ -44,7 +56,7 @@ async def steps(n: int, ctx: Context) -> int:
     for i in range(1, n + 1):
         await ctx.report_progress(i, n, f"step {i}")
         await ctx.info(f"log line {i}")
-        await anyio.sleep(0.01)
+        await anyio.sleep(0.01)  # pacing on purpose: separate progress notifications, not a wait
     return n
 
 
