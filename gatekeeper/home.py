@@ -22,6 +22,25 @@ DB_NAME = "gatekeeper.db"
 KEY_NAME = "secret.key"
 KEY_BYTES = 32
 PRIVATE_UMASK = 0o077  # files 0600, folders 0700, whoever creates them
+_user_umask: int | None = None  # the umask this process started with, before ``go_private``
+
+
+def go_private() -> int:
+    """Set ``PRIVATE_UMASK`` for this process; return the previous umask (to restore in-process)."""
+    global _user_umask
+    previous = os.umask(PRIVATE_UMASK)
+    if _user_umask is None:
+        _user_umask = previous
+    return previous
+
+
+def user_umask() -> int:
+    """The umask the user started us with: downstream servers get it, not ours (their files are theirs)."""
+    if _user_umask is not None:
+        return _user_umask
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def default_home() -> Path:

@@ -132,3 +132,28 @@ async def test_a_proxy_run_keeps_the_home_private(tmp_path: Path) -> None:
             assert (home / "gatekeeper.db-wal").exists() and (home / "logs" / "notes.log").exists()
             assert not_private(home) == []
     assert not_private(home) == []
+
+
+@pytest.mark.anyio
+async def test_downstream_servers_get_the_users_umask_not_the_proxys(tmp_path: Path) -> None:
+    """077 is for Gatekeeper's home; a server's own files (a git index, a cache) keep the user's modes."""
+    from mcp import Client
+
+    home = tmp_path / "home"
+    assert gk("init", home=home).returncode == 0
+    policy = write_policy(tmp_path)
+    seen = tmp_path / "child-umask"
+    text = policy.read_text()
+    py = re.search(r"command: (\S+)", text)
+    assert py is not None
+    policy.write_text(
+        text.replace(
+            f"command: {py.group(1)}\n    args: [",
+            f'command: /bin/sh\n    args: ["-c", "umask > {seen}; exec \\"$0\\" \\"$@\\"", "{py.group(1)}", ',
+            1,
+        )
+    )
+    with usual_umask():
+        async with Client(proxy_params(policy, home)) as c:
+            assert "read_note" in {t.name for t in (await c.list_tools()).tools}
+    assert seen.read_text().strip() == "0022"

@@ -21,7 +21,7 @@ from gatekeeper import __version__
 from gatekeeper.cli import admin, audit, commit_cmd, host_cmd, policy_cmd, proxy_cmd, review_cmd, up_cmd
 from gatekeeper.cli.context import Ctx
 from gatekeeper.errors import GatekeeperError
-from gatekeeper.home import PRIVATE_UMASK
+from gatekeeper.home import go_private
 
 
 class Group(click.Group):
@@ -48,7 +48,7 @@ class Group(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, home: str | None) -> None:
     """Gatekeeper: every write an AI agent makes through MCP waits for a person's approval."""
-    previous = os.umask(PRIVATE_UMASK)
+    previous = go_private()
     ctx.call_on_close(lambda: os.umask(previous))  # for in-process callers (tests); a process just exits
     ctx.obj = Ctx(home)
 

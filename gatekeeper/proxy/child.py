@@ -27,6 +27,8 @@ from mcp.client._transport import TransportStreams
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
+from gatekeeper.home import user_umask
+
 EOF_GRACE = 0.4  # a well-behaved server exits on stdin EOF well within this
 TERM_GRACE = 0.4
 KILL_REAP = 0.3
@@ -44,6 +46,7 @@ async def child_stdio(params: StdioServerParameters, errlog: TextIO) -> AsyncIte
         stderr=errlog,
         cwd=params.cwd,
         start_new_session=True,
+        umask=user_umask(),  # not the proxy's private 077: files the server makes are the user's
     )
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
