@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from gatekeeper.home import Home
-from gatekeeper.review.refusals import Refusals
 from gatekeeper.store.bounded import bounded
+from gatekeeper.store.refusals import Refusals
 from gatekeeper.store.store import Store
 
 

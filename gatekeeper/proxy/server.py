@@ -42,12 +42,13 @@ from gatekeeper.proxy.handoff import HandOff
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
 from gatekeeper.proxy.status import final_result, proposal_status, read_proposal, tool_error, wait_for_outcome
 from gatekeeper.store import events as ev
+from gatekeeper.store.refusals import Refusals
 from gatekeeper.store.store import Store
 
 log = logging.getLogger("gatekeeper.proxy")
 T = TypeVar("T")
 _HOST_META = "io.modelcontextprotocol/"
-_WHY_CHARS = 500  # a refusal's reason may quote the caller's input: keep the audit row bounded
+_FLUSH_EVERY = 1.0  # seconds between checks for refusal counters whose window has passed
 
 
 class Proxy:
@@ -57,6 +58,9 @@ class Proxy:
         self.session_id = new_id()
         self.actor = f"proxy:{self.session_id}"
         self.store = Store(home.db_path)
+        # Every refusal the host can provoke (a bad line, a denied tool, a refused proposal) is
+        # attacker-sized and repeatable: bounded fields, identical ones counted (store/refusals.py).
+        self.refusals = Refusals(self.store)
         self.catalog = Catalog(policy)
         self.bus = InMemorySubscriptionBus()
         self.host: Any = None  # the host's ServerSession, captured by the middleware
@@ -116,11 +120,40 @@ class Proxy:
         except Exception:
             log.exception("could not record %s event", kind)
 
+    async def refused(self, kind: str, payload: dict[str, Any]) -> None:
+        """Record a refusal the host provoked: bounded, and counted if an identical one is open."""
+        try:
+            await self._db(self.refusals.record, kind, self.actor, payload)
+        except Exception:
+            log.exception("could not record %s event", kind)
+
+    async def _flush_refusals(self) -> None:
+        """Write the counters whose window has passed, about once a second."""
+        while True:
+            await anyio.sleep(_FLUSH_EVERY)
+            try:
+                await self._db(self.refusals.flush_due)
+            except Exception:  # a locked database now is no reason to stop counting
+                log.exception("could not flush refusal counters; will retry")
+
+    async def flush_refusals(self) -> None:
+        """Write every open counter now: at shutdown, so a clean stop loses no count. The caller
+        bounds the time; each counter is its own transaction, so one cut short is simply not there."""
+        try:
+            await anyio.to_thread.run_sync(self.refusals.flush_all, abandon_on_cancel=True)
+        except Exception:
+            log.exception("could not flush refusal counters")
+
+    async def _last_flush(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.flush_refusals()
+
     @asynccontextmanager
     async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
         async with anyio.create_task_group() as tg:
             for downstream in self.downstreams.values():
                 tg.start_soon(downstream.supervise)
+            tg.start_soon(self._flush_refusals)
             await self.event(
                 ev.PROXY_STARTED,
                 {"servers": sorted(self.downstreams), "policy_digest": self.policy.digest, "version": __version__},
@@ -128,8 +161,10 @@ class Proxy:
             try:
                 yield {}
             finally:
-                for downstream in self.downstreams.values():
-                    await downstream.close()
+                async with anyio.create_task_group() as ending:
+                    ending.start_soon(self._last_flush)  # alongside the children's ending, not after it
+                    for downstream in self.downstreams.values():
+                        await downstream.close()
                 tg.cancel_scope.cancel()
         self.store.close()
 
@@ -151,7 +186,7 @@ class Proxy:
 
     async def wire_refused(self, payload: dict[str, Any]) -> None:
         """A host message refused before the SDK saw it (proxy/wire.py has answered it already)."""
-        await self.event(ev.REQUEST_REFUSED, payload)
+        await self.refused(ev.REQUEST_REFUSED, payload)
 
     def line_limit(self) -> int:
         """The largest message accepted from the host, big enough for any proposal the policy allows."""
@@ -294,7 +329,7 @@ class Proxy:
             return await proposal_status(self.home.db_path, arguments)
         route = self.catalog.route(name)
         if route is None:
-            await self.event(ev.TOOL_DENIED, {"tool": name, "why": "not allowed or proposed by the policy"})
+            await self.refused(ev.TOOL_DENIED, {"tool": name, "why": "not allowed or proposed by the policy"})
             return tool_error(
                 f"Tool {name!r} is not available through Gatekeeper: the policy does not allow it. "
                 "Use one of the listed tools, or ask the person running Gatekeeper to add it to policy.yaml."
@@ -306,7 +341,7 @@ class Proxy:
             return tool_error(str(exc))
         state = self.catalog.state(route)
         if state == "withheld":
-            await self.event(ev.TOOL_DENIED, {"tool": name, "server": route.server, "why": "definition changed"})
+            await self.refused(ev.TOOL_DENIED, {"tool": name, "server": route.server, "why": "definition changed"})
             return tool_error(
                 f"Tool {name!r} is withheld: its definition changed since it was approved. A person must review "
                 "the change and run `gatekeeper policy check --accept-changes`."
@@ -359,12 +394,12 @@ class Proxy:
                 route.server, server, route.tool, route.rule.propose, arguments, requester, self.policy.digest
             )
         except InvalidInput as exc:
-            await self.event(
+            await self.refused(
                 ev.PROPOSAL_REFUSED,
                 {
                     "server": route.server,
                     "tool": route.tool,
-                    "why": str(exc)[:_WHY_CHARS],
+                    "why": str(exc),
                     "args_sha256": intake.arguments_digest(arguments),
                 },
             )
@@ -426,7 +461,7 @@ class Proxy:
         """The host retried after the hand-off (see proxy/handoff.py)."""
         pid = self.handoff.proposal_of(state)
         if pid is None:
-            await self.event(ev.PROPOSAL_REFUSED, {"why": "request_state forged, altered or expired"})
+            await self.refused(ev.PROPOSAL_REFUSED, {"why": "request_state forged, altered or expired"})
             return tool_error(
                 "Not proposed: the request state is not one Gatekeeper issued (or it expired). Call again."
             )

@@ -29,10 +29,10 @@ from gatekeeper.review import auth, queue, render
 from gatekeeper.review.bodylimit import BodyLimit
 from gatekeeper.review.guards import Guard
 from gatekeeper.review.integrity import ChainWatch
-from gatekeeper.review.refusals import Refusals
 from gatekeeper.store.bounded import cut
 from gatekeeper.store.events import LOGIN_FAILED, REQUEST_REFUSED
 from gatekeeper.store.queries import STATUSES, Reader
+from gatekeeper.store.refusals import Refusals
 from gatekeeper.store.reviews import Reviews, Session
 from gatekeeper.store.store import Store
 

@@ -29,5 +29,5 @@ LOGIN_FAILED = "login_failed"
 LOGIN_LINK_ISSUED = "login_link_issued"
 LOGOUT = "logout"
 REQUEST_REFUSED = "request_refused"
-# "The refusal stored as event `first_seq` happened N more times": see gatekeeper/review/refusals.py.
+# "The refusal stored as event `first_seq` happened N more times": see gatekeeper/store/refusals.py.
 REFUSAL_REPEATED = "refusal_repeated"

@@ -2,7 +2,10 @@
 
 Anyone who can reach the port can make the page refuse something (a bad ``Host``, a stale form,
 a wrong password), and every refusal was an event: 100 requests with a 12,000-byte ``Host``
-appended 2.3 MiB in a second, and a log that is append-only can never shrink again. So:
+appended 2.3 MiB in a second, and a log that is append-only can never shrink again. The proxy
+is in the same place: a host (or whatever drives it) can send unparseable lines, call unknown
+tools (a 12 MiB tool name was once stored whole) and make proposals that are refused, as fast as
+it likes. Both the review page and the proxy record their refusals here. So:
 
 - every field is bounded (``store/bounded.py``): strings cut to 200 characters plus their
   original length; the caller never passes a typed password, and passes a typed name that is no
