@@ -42,6 +42,7 @@ from gatekeeper.proxy.handoff import HandOff
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
 from gatekeeper.proxy.status import final_result, proposal_status, read_proposal, tool_error, wait_for_outcome
 from gatekeeper.store import events as ev
+from gatekeeper.store.bounded import bounded, cut
 from gatekeeper.store.refusals import Refusals
 from gatekeeper.store.store import Store
 
@@ -319,7 +320,7 @@ class Proxy:
         except MCPError:
             raise
         except Exception:
-            log.exception("tools/call %s failed", params.name)
+            log.exception("tools/call %s failed", cut(params.name))
             return tool_error(f"Gatekeeper hit an internal error handling {params.name!r}; details are in its log.")
 
     async def _call_tool(
@@ -331,7 +332,7 @@ class Proxy:
         if route is None:
             await self.refused(ev.TOOL_DENIED, {"tool": name, "why": "not allowed or proposed by the policy"})
             return tool_error(
-                f"Tool {name!r} is not available through Gatekeeper: the policy does not allow it. "
+                f"Tool {cut(name)!r} is not available through Gatekeeper: the policy does not allow it. "
                 "Use one of the listed tools, or ask the person running Gatekeeper to add it to policy.yaml."
             )
         downstream = self.downstreams[route.server]
@@ -465,7 +466,7 @@ class Proxy:
             return tool_error(
                 "Not proposed: the request state is not one Gatekeeper issued (or it expired). Call again."
             )
-        await self.event("handoff_resumed", {"answer": self.handoff.answer(ctx)}, proposal_id=pid)
+        await self.event(ev.HANDOFF_RESUMED, bounded({"answer": self.handoff.answer(ctx)}), proposal_id=pid)
         outcome = await self.handoff.outcome(pid)
         if outcome is not None:
             return final_result(outcome)

@@ -24,10 +24,10 @@ SERVER_FAILED = "server_failed"
 SERVER_EXITED = "server_exited"
 TOOLS_LISTED_WITHOUT = "tools_listed_without"  # tools/list answered without a broken server's tools
 PROXY_STARTED = "proxy_started"
+HANDOFF_RESUMED = "handoff_resumed"  # a 2026 host came back after the review-page hand-off
 LOGIN = "login"
 LOGIN_FAILED = "login_failed"
 LOGIN_LINK_ISSUED = "login_link_issued"
 LOGOUT = "logout"
-REQUEST_REFUSED = "request_refused"
 # "The refusal stored as event `first_seq` happened N more times": see gatekeeper/store/refusals.py.
 REFUSAL_REPEATED = "refusal_repeated"
