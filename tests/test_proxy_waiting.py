@@ -15,7 +15,7 @@ from mcp import types
 
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer, await_until
+from tests.helpers import add_reviewer, await_until, record_commit
 from tests.proxy_support import events, proxied, rows, write_policy
 
 pytestmark = pytest.mark.anyio
@@ -42,8 +42,7 @@ def decide(home: Home, pid: str, verdict: str, reason: str | None = None) -> Non
         ((sha, path, ws),) = rows(home.db_path, "SELECT sha256, path, workspace FROM proposal WHERE id = ?", pid)
         store.decide(pid, verdict=verdict, reviewer="alice", reason=reason, sha256=sha, path=path, key=home.read_key())
         if verdict == "approved":  # stand-in for the committer
-            store.record_commit_intent(pid)
-            store.record_commit_outcome(pid, "created", observed_sha256=sha, final_path=f"{ws}/{path}")
+            record_commit(store, pid, "created", observed_sha256=sha, final_path=f"{ws}/{path}")
 
 
 async def approve_when_proposed(

@@ -178,20 +178,19 @@ def test_disabled_reviewer_cannot_decide(home: Home, store: Store) -> None:
 def test_commit_intent_needs_an_approval_and_outcome_is_once(home: Home, store: Store) -> None:
     add_reviewer(store)
     p = store.propose(draft())
-    with pytest.raises(Conflict, match="not approved"):
-        store.record_commit_intent(p.id)
-    with pytest.raises(NotFound):
-        store.record_commit_intent("0" * 26)
+    unknown = "0" * 26
+    assert store.record_commit_intents([p.id, unknown]) == {p.id: "not approved", unknown: "not approved"}
     store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key())
-    store.record_commit_intent(p.id)
-    store.record_commit_outcome(p.id, "created", observed_sha256=p.sha256, final_path="/tmp/workspace/notes/a.md")
+    assert store.record_commit_intents([p.id]) == {p.id: "new"}
+    created = {"proposal_id": p.id, "outcome": "created", "observed_sha256": p.sha256, "final_path": "/w/notes/a.md"}
+    assert store.record_commit_outcomes([created]) == {p.id: True}
     assert status(home, p.id) == "committed"
-    with pytest.raises(Conflict, match="already has an outcome"):
-        store.record_commit_outcome(p.id, "conflict")
-    with pytest.raises(Conflict, match="already has outcome"):
-        store.record_commit_intent(p.id)
+    assert store.record_commit_outcomes([{"proposal_id": p.id, "outcome": "conflict"}]) == {p.id: False}
+    assert status(home, p.id) == "committed"
+    assert store.record_commit_intents([p.id]) == {p.id: "done"}
     with pytest.raises(InvalidInput):
-        store.record_commit_outcome(p.id, "exploded")
+        store.record_commit_outcomes([{"proposal_id": p.id, "outcome": "exploded"}])
+    assert kinds(home)[-2:] == ["commit_intent", "commit_outcome"]
 
 
 @pytest.mark.parametrize("outcome", ["conflict", "refused", "failed"])
@@ -199,7 +198,7 @@ def test_outcome_statuses(home: Home, store: Store, outcome: str) -> None:
     add_reviewer(store)
     p = store.propose(draft())
     store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key())
-    store.record_commit_outcome(p.id, outcome, detail="why")
+    store.record_commit_outcomes([{"proposal_id": p.id, "outcome": outcome, "detail": "why"}])
     assert status(home, p.id) == outcome
     with Reader(home.db_path) as r:
         assert [row.id for row in r.proposals(status=outcome)] == [p.id]
@@ -251,6 +250,6 @@ def test_tool_pins_first_sight_change_and_acceptance(home: Home, store: Store) -
     assert store.observe_tools("notes", v1) == {"read", "write"}
 
 
-def test_outcome_for_an_unknown_proposal_is_not_found(store: Store) -> None:
-    with pytest.raises(NotFound):
-        store.record_commit_outcome("0" * 26, "created")
+def test_outcome_for_an_unknown_proposal_is_refused(store: Store) -> None:
+    with pytest.raises(Conflict, match="not approved"):
+        store.record_commit_outcomes([{"proposal_id": "0" * 26, "outcome": "created"}])
