@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
+import threading
+from pathlib import Path
 
 import pytest
 
+import gatekeeper
 from gatekeeper import signing
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.home import Home
+from gatekeeper.store import events as ev
+from gatekeeper.store.follow import Changes, Follower
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 from tests.helpers import add_reviewer, draft, wait_until
@@ -253,3 +259,44 @@ def test_tool_pins_first_sight_change_and_acceptance(home: Home, store: Store) -
 def test_outcome_for_an_unknown_proposal_is_refused(store: Store) -> None:
     with pytest.raises(Conflict, match="not approved"):
         store.record_commit_outcomes([{"proposal_id": "0" * 26, "outcome": "created"}])
+
+
+def test_changes_see_commits_of_other_connections_only(home: Home, store: Store) -> None:
+    with Reader(home.db_path) as r:
+        changes = Changes(r, fallback=None)
+        assert changes.changed()  # the first look always says yes
+        assert not changes.changed()
+        store.append_event(ev.INIT, "test")
+        assert changes.changed()
+        assert not changes.changed()
+        assert Changes(r, fallback=0.0).changed() and Changes(r, fallback=0.0).changed()
+
+
+def test_follower_yields_new_events_after_a_seq_with_its_filters(home: Home, store: Store) -> None:
+    add_reviewer(store)
+    with Reader(home.db_path) as r:
+        everything, from_now = Follower(r, 0), Follower(r)
+        only_proposals = Follower(r, 0, kind=ev.PROPOSAL_CREATED)
+        assert [e[2] for e in everything.poll()] == [ev.REVIEWER_ADDED]
+        assert from_now.poll() == [] and everything.poll() == []
+        p = store.propose(draft())
+        assert [e[2] for e in from_now.poll()] == [ev.PROPOSAL_CREATED]
+        assert [(e[0], e[4]) for e in only_proposals.poll()] == [(2, p.id)]
+        store.propose(draft("notes/b.md"))
+        batches = Follower(r, 1).follow(threading.Event())
+        assert [e[0] for e in next(batches)] == [2, 3]
+        assert [e[0] for e in everything.poll()] == [2, 3]
+
+
+def test_no_sql_outside_the_store() -> None:
+    """Every query is a named method of gatekeeper/store/: nothing else opens a connection or runs SQL."""
+    package = Path(gatekeeper.__file__).parent
+    sql = re.compile(r"\.execute\(|sqlite3\.connect\(|\.conn\b|\"(SELECT|INSERT|UPDATE|DELETE|PRAGMA) ")
+    found = [
+        f"{path.relative_to(package)}:{n}: {line.strip()}"
+        for path in sorted(package.rglob("*.py"))
+        if path.parent.name != "store"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if sql.search(line)
+    ]
+    assert found == []

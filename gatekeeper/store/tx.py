@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, cast
 
 from sqlalchemy import Engine
 
@@ -96,7 +96,7 @@ class Transactions:
         """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any exception)."""
         raw = self.writer.raw_connection()
         try:
-            cur = raw.cursor()
+            cur = cast(sqlite3.Cursor, raw.cursor())  # the pool's DB-API connection is sqlite3's
             cur.execute("BEGIN IMMEDIATE")
             try:
                 yield Tx(cur)
