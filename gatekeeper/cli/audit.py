@@ -69,6 +69,43 @@ def _resolves_to(detail: dict[str, Any]) -> str:
     return f" (resolves to {real})" if real != detail["workspace"] else ""
 
 
+def _show_rows(detail: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The labelled lines of ``audit show`` for one proposal."""
+    decision, commit = detail["decision"], detail["commit"]
+    return [
+        ("status", detail["status"]),
+        ("server / tool", f"{detail['server']} / {detail['tool']}"),
+        ("destination", detail["path"]),
+        ("workspace", detail["workspace"] + _resolves_to(detail)),
+        ("size", f"{detail['size']} bytes ({detail['encoding']})"),
+        ("sha256", detail["sha256"]),
+        ("created", detail["created_at"]),
+        ("expires", detail["expires_at"]),
+        (
+            "requester",
+            f"{detail['client_name'] or '?'} {detail['client_version'] or ''} "
+            f"(protocol {detail['protocol_version'] or '?'}, session {detail['session_id'] or '?'})",
+        ),
+        ("policy", detail["policy_digest"]),
+        ("arguments", json.dumps(detail["arguments"], ensure_ascii=False)),
+        (
+            "decision",
+            f"{decision['verdict']} by {decision['reviewer']} at {decision['decided_at']}"
+            + (f": {decision['reason']}" if decision["reason"] else "")
+            if decision
+            else "none",
+        ),
+        (
+            "commit",
+            f"{commit['outcome']} at {commit['at']}"
+            + (f" → {commit['final_path']}" if commit["final_path"] else "")
+            + (f" ({commit['detail']})" if commit["detail"] else "")
+            if commit
+            else "none",
+        ),
+    ]
+
+
 @click.group()
 def audit() -> None:
     """Query and verify the tamper-evident audit log (read-only)."""
@@ -120,42 +157,7 @@ def show(ctx: Ctx, proposal_id: str, content: bool, as_json: bool) -> None:
         sys.stdout.buffer.write(raw)
         sys.stdout.flush()
         return
-    decision, commit = detail["decision"], detail["commit"]
-    kv(
-        f"proposal {detail['id']}",
-        [
-            ("status", detail["status"]),
-            ("server / tool", f"{detail['server']} / {detail['tool']}"),
-            ("destination", detail["path"]),
-            ("workspace", detail["workspace"] + _resolves_to(detail)),
-            ("size", f"{detail['size']} bytes ({detail['encoding']})"),
-            ("sha256", detail["sha256"]),
-            ("created", detail["created_at"]),
-            ("expires", detail["expires_at"]),
-            (
-                "requester",
-                f"{detail['client_name'] or '?'} {detail['client_version'] or ''} "
-                f"(protocol {detail['protocol_version'] or '?'}, session {detail['session_id'] or '?'})",
-            ),
-            ("policy", detail["policy_digest"]),
-            ("arguments", json.dumps(detail["arguments"], ensure_ascii=False)),
-            (
-                "decision",
-                f"{decision['verdict']} by {decision['reviewer']} at {decision['decided_at']}"
-                + (f": {decision['reason']}" if decision["reason"] else "")
-                if decision
-                else "none",
-            ),
-            (
-                "commit",
-                f"{commit['outcome']} at {commit['at']}"
-                + (f" → {commit['final_path']}" if commit["final_path"] else "")
-                + (f" ({commit['detail']})" if commit["detail"] else "")
-                if commit
-                else "none",
-            ),
-        ],
-    )
+    kv(f"proposal {detail['id']}", _show_rows(detail))
     table(
         "events",
         ("seq", "at", "kind", "actor", "payload"),
