@@ -316,7 +316,7 @@ def many_writers(work: Path, s: Settings, report: Report) -> None:
     report.add(Figure("2. other errors", other, "", 0, "==", note="; ".join(messages[:3])))
     with Reader(home.db_path) as reader:
         chain = verify_chain(reader)
-        rows = reader.conn.execute("SELECT COUNT(*) FROM audit_event").fetchone()[0]
+        rows = reader.event_count()
     intact = chain.ok and chain.count == rows == created
     report.add(
         Figure(
@@ -706,14 +706,7 @@ def run_cli(home: Home, *args: str) -> subprocess.CompletedProcess[str]:
 
 def query_plan(reader: Reader, call: Callable[[], object]) -> list[str]:
     """EXPLAIN QUERY PLAN of the SQL that ``call`` runs (caught with a trace callback)."""
-    seen: list[str] = []
-    reader.conn.set_trace_callback(seen.append)
-    try:
-        call()
-    finally:
-        reader.conn.set_trace_callback(None)
-    sql = next(q for q in seen if q.lstrip().upper().startswith("SELECT"))
-    return [row[3] for row in reader.conn.execute("EXPLAIN QUERY PLAN " + sql)]
+    return reader.query_plan(call)
 
 
 def audit_queries(db: BigDb, s: Settings, report: Report) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -20,6 +19,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from gatekeeper.home import Home
+from gatekeeper.store import events as ev
+from gatekeeper.store.follow import Follower
+from gatekeeper.store.queries import Reader
 
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
 
@@ -62,38 +64,16 @@ class Child:
         return "\n".join(text.strip().splitlines()[-lines:])
 
 
-class EventFeed:
-    """New audit events, found by ``PRAGMA data_version`` (no re-query unless something changed)."""
-
-    def __init__(self, db_path: Path) -> None:
-        self.conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, isolation_level=None, timeout=10)
-        row = self.conn.execute("SELECT coalesce(max(seq), 0) FROM audit_event").fetchone()
-        self.after = int(row[0])
-        self.version = None
-
-    def poll(self) -> list[tuple[int, str, str | None, dict[str, object]]]:
-        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
-        if version == self.version:
-            return []
-        self.version = version
-        rows = self.conn.execute(
-            "SELECT seq, kind, proposal_id, payload FROM audit_event WHERE seq > ? ORDER BY seq", (self.after,)
-        ).fetchall()
-        if rows:
-            self.after = rows[-1][0]
-        return [(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
-
-
 def describe(kind: str, pid: str | None, payload: dict[str, object]) -> str | None:
-    if kind == "proposal_created":
+    if kind == ev.PROPOSAL_CREATED:
         where = f"{payload.get('server')}/{payload.get('tool')} → {payload.get('path')}"
         return f"proposal  {pid}  {where} ({payload.get('size')} bytes)"
-    if kind == "decision":
+    if kind == ev.DECISION:
         why = f": {payload['reason']}" if payload.get("reason") else ""
         return f"{payload.get('verdict'):<9} {pid}  by {payload.get('reviewer')}{why}"
-    if kind == "commit_outcome":
-        where = payload.get("final_path") if payload.get("outcome") == "created" else payload.get("detail")
-        return f"{'committed' if payload.get('outcome') == 'created' else payload.get('outcome'):<9} {pid}  {where}"
+    if kind == ev.COMMIT_OUTCOME:
+        target = payload.get("final_path") if payload.get("outcome") == "created" else payload.get("detail")
+        return f"{'committed' if payload.get('outcome') == 'created' else payload.get('outcome'):<9} {pid}  {target}"
     return None
 
 
@@ -112,7 +92,8 @@ def supervise(
         stopping["now"] = True
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    feed = EventFeed(home.db_path)
+    reader = Reader(home.db_path)
+    feed = Follower(reader)  # from the current head: only what happens while up
     try:
         for child in children:
             child.start()
@@ -139,17 +120,17 @@ def supervise(
                 child.stop()
                 child.proc = None
                 child.next_start = now + delay
-            for _seq, kind, pid, payload in feed.poll():
-                line = describe(kind, pid, payload)
-                if line:
-                    say(line)
+            for row in feed.poll():
+                said = describe(row[2], row[4], json.loads(row[5]))
+                if said:
+                    say(said)
             time.sleep(0.2)
         say("stopping…")
         return 0
     finally:
         for child in children:
             child.stop()
-        feed.conn.close()
+        reader.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
 

@@ -118,3 +118,11 @@ def draft(
 
 def add_reviewer(store: Store, name: str = "alice") -> None:
     store.add_reviewer(name, "$argon2id$placeholder-not-a-real-hash")
+
+
+def record_commit(store: Store, proposal_id: str, outcome: str, **fields: str | None) -> None:
+    """Stand-in for the committer's file step: its intent, then its outcome, through the same store calls."""
+    assert store.record_commit_intents([proposal_id]) == {proposal_id: "new"}
+    assert store.record_commit_outcomes([{"proposal_id": proposal_id, "outcome": outcome, **fields}]) == {
+        proposal_id: True
+    }

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from gatekeeper.audit.verify import SavedHead, parse_head, verify_chain
 from gatekeeper.canonical import canonical_bytes, canonical_json
 from gatekeeper.home import Home
-from gatekeeper.store.chain import GENESIS, event_hash, event_message
+from gatekeeper.review.integrity import ChainWatch, Integrity
+from gatekeeper.store.chain import GENESIS, event_hash, event_message, verify_rows
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 from tests.helpers import add_reviewer, draft, make_home
@@ -249,8 +250,9 @@ def test_a_rewritten_log_fails_even_when_its_chain_verifies(pristine: Path, tmp_
     assert _verify(db).ok  # recomputed hashes: the chain alone is consistent again
     report = _verify(db, expect_head=head)
     assert report.problem is not None and report.problem.seq == 10 and report.problem.saved_head
-    with Reader(db) as r:
-        now_at_10 = r.conn.execute("SELECT hash FROM audit_event WHERE seq = 10").fetchone()[0]
+    conn = sqlite3.connect(db)
+    now_at_10 = conn.execute("SELECT hash FROM audit_event WHERE seq = 10").fetchone()[0]
+    conn.close()
     assert report.problem.reason.startswith(
         f"the event at seq 10 has hash {now_at_10}, the saved head says {saved}: the log was rewritten"
     )
@@ -304,3 +306,31 @@ def test_empty_chain_head_is_genesis(home: Home) -> None:
     with Reader(home.db_path) as r:
         assert r.head() == (0, GENESIS)
         assert verify_chain(r).ok
+
+
+def test_verify_rows_from_a_verified_head_checks_only_the_tail(pristine: Path, tmp_path: Path) -> None:
+    db = _copy(pristine, tmp_path)
+    with Reader(db) as reader:
+        seq6 = reader.events(after_seq=5, limit=1)[0]
+        tail = reader.events(after_seq=6)
+    report = verify_rows(tail, 6, seq6[7])
+    assert report.ok and report.count == 4 and report.head_seq == 10
+    broken = verify_rows(tail, 6, GENESIS)  # the tail does not continue from this head
+    assert broken.problem is not None and broken.problem.seq == 7 and broken.count == 0
+    gap = verify_rows(tail[1:], 6, seq6[7])
+    assert gap.problem is not None and gap.problem.seq == 7 and "missing" in gap.problem.reason
+
+
+def test_the_review_footer_checks_new_events_incrementally_and_names_a_bad_one(pristine: Path, tmp_path: Path) -> None:
+    db = _copy(pristine, tmp_path)
+    watch = ChainWatch(db)
+    assert watch.full() == Integrity("ok", 10)
+    _grow(db, 2)
+    assert watch.current() == Integrity("ok", 12)
+    _grow(db, 1)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE audit_event SET actor = 'mallory' WHERE seq = 13")
+    conn.commit()
+    conn.close()
+    result = watch.current()
+    assert result.state == "failed" and result.detail == "seq 13: hash does not match the row's contents"

@@ -20,7 +20,7 @@ from gatekeeper.cli import cli
 from gatekeeper.home import Home
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer, draft, line_queue, next_line
+from tests.helpers import add_reviewer, draft, line_queue, next_line, record_commit
 
 
 def run(*args: str, code: int = 0, home: Home | Path | None = None) -> str:
@@ -63,13 +63,8 @@ def filled(home: Home) -> dict[str, str]:
                 key=key,
             )
             if name in ("committed", "conflict"):
-                s.record_commit_intent(p.id)
-                s.record_commit_outcome(
-                    p.id,
-                    "created" if name == "committed" else "conflict",
-                    observed_sha256=p.sha256,
-                    final_path=f"/nowhere/{name}.md",
-                )
+                outcome = "created" if name == "committed" else "conflict"
+                record_commit(s, p.id, outcome, observed_sha256=p.sha256, final_path=f"/nowhere/{name}.md")
     return ids
 
 
@@ -361,8 +356,7 @@ def test_verify_files_reports_missing_and_changed(home: Home, tmp_path: Path) ->
             p = s.propose(draft(f"{name}.md", f"{name}\n".encode()))
             s.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path=f"{name}.md", key=key)
             (ws / f"{name}.md").write_text(f"{name}\n")
-            s.record_commit_intent(p.id)
-            s.record_commit_outcome(p.id, "created", observed_sha256=p.sha256, final_path=str(ws / f"{name}.md"))
+            record_commit(s, p.id, "created", observed_sha256=p.sha256, final_path=str(ws / f"{name}.md"))
     assert "0 problem(s)" in run("audit", "verify", "--files")
     (ws / "changed.md").write_text("tampered\n")
     (ws / "missing.md").unlink()

@@ -36,7 +36,7 @@ def test_intents_in_one_transaction_report_what_each_proposal_needs(store: Store
     a, b, c = (approved(store, home, f"notes/{n}.md") for n in "abc")
     rejected = approved(store, home, "notes/r.md", "rejected")
     pending = store.propose(draft("notes/p.md", b"p")).id
-    store.record_commit_outcome(c, "created", final_path="/w/notes/c.md")
+    store.record_commit_outcomes([{"proposal_id": c, "outcome": "created", "final_path": "/w/notes/c.md"}])
     assert store.record_commit_intents([a]) == {a: "new"}
     assert store.record_commit_intents([a, b, c, rejected, pending, "nope"]) == {
         a: "existing",
@@ -99,7 +99,7 @@ def test_queue_is_oldest_first_and_the_floor_skips_finished_history(store: Store
     add_reviewer(store)
     ids = [approved(store, home, f"notes/{i}.md") for i in range(4)]
     approved(store, home, "notes/r.md", "rejected")
-    store.record_commit_outcome(ids[1], "created")
+    store.record_commit_outcomes([{"proposal_id": ids[1], "outcome": "created"}])
     store.record_commit_intents([ids[2]])
     with Reader(home.db_path) as r:
         high, rows = r.commit_queue()
@@ -108,7 +108,7 @@ def test_queue_is_oldest_first_and_the_floor_skips_finished_history(store: Store
         assert r.proposal_contents([ids[0]]) == {ids[0]: b"notes/0.md"}
         assert [row["id"] for row in r.commit_queue(after_decision_id=2)[1]] == [ids[2], ids[3]]
         before = r.data_version()
-        store.record_commit_outcome(ids[0], "created")
+        store.record_commit_outcomes([{"proposal_id": ids[0], "outcome": "created"}])
         assert r.data_version() != before
 
 

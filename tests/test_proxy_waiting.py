@@ -7,6 +7,7 @@ tests isolate the proxy; tests/interop/ runs the real committer and review page.
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import anyio
@@ -14,8 +15,9 @@ import pytest
 from mcp import types
 
 from gatekeeper.home import Home
+from gatekeeper.proxy.status import wait_for_outcome
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer, await_until
+from tests.helpers import add_reviewer, await_until, draft, record_commit
 from tests.proxy_support import events, proxied, rows, write_policy
 
 pytestmark = pytest.mark.anyio
@@ -42,8 +44,7 @@ def decide(home: Home, pid: str, verdict: str, reason: str | None = None) -> Non
         ((sha, path, ws),) = rows(home.db_path, "SELECT sha256, path, workspace FROM proposal WHERE id = ?", pid)
         store.decide(pid, verdict=verdict, reviewer="alice", reason=reason, sha256=sha, path=path, key=home.read_key())
         if verdict == "approved":  # stand-in for the committer
-            store.record_commit_intent(pid)
-            store.record_commit_outcome(pid, "created", observed_sha256=sha, final_path=f"{ws}/{path}")
+            record_commit(store, pid, "created", observed_sha256=sha, final_path=f"{ws}/{path}")
 
 
 async def approve_when_proposed(
@@ -145,3 +146,52 @@ async def test_hosts_without_url_elicitation_get_the_pending_result(tmp_path: Pa
         async with proxied(write_policy(tmp_path), home.path, mode) as p:
             result = await p.call_tool("create_note", {"title": f"plain {mode}", "body": "x\n"})
         assert result.structured_content["status"] == "pending_approval"
+
+
+@pytest.fixture
+def read_statements(monkeypatch: pytest.MonkeyPatch) -> tuple[list[object], list[str]]:
+    """The read-only connections opened from now on, and every statement they run (SQLite's trace)."""
+    opened: list[object] = []
+    statements: list[str] = []
+    real = sqlite3.connect
+
+    def connect(database: object, *args: object, **kwargs: object) -> sqlite3.Connection:
+        conn = real(database, *args, **kwargs)  # type: ignore[arg-type]
+        if "mode=ro" in str(database):
+            opened.append(database)
+            conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    return opened, statements
+
+
+async def test_a_waiting_call_reads_the_proposal_only_when_the_store_changes(
+    home: Home, store: Store, read_statements: tuple[list[object], list[str]]
+) -> None:
+    opened, statements = read_statements
+    p = store.propose(draft(content=b"x" * 1_000_000))
+    assert await wait_for_outcome(home.db_path, p.id, 1.0) is None  # nothing happened for a second
+    reads = [s for s in statements if "FROM proposal" in s]
+    assert len(opened) == 1 and len(reads) == 1, (opened, reads)
+    assert "content" not in reads[0] and "p.*" not in reads[0]
+
+    async def commit_soon() -> None:
+        await anyio.sleep(0.3)
+        decide(home, p.id, "approved")
+
+    statements.clear()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(commit_soon)
+        with anyio.fail_after(10):
+            outcome = await wait_for_outcome(home.db_path, p.id, 30.0)
+    assert outcome is not None and outcome["status"] == "committed"
+    assert 2 <= len([s for s in statements if "FROM proposal" in s]) <= 5  # one read per change, not per tick
+
+
+async def test_a_waiting_call_sees_its_proposal_expire(home: Home, store: Store) -> None:
+    p = store.propose(draft(expires_in=1.0))
+    started = anyio.current_time()
+    outcome = await wait_for_outcome(home.db_path, p.id, 30.0)  # expiring writes no row: no change to wake on
+    assert outcome is not None and outcome["status"] == "expired"
+    assert anyio.current_time() - started < 3.0

@@ -141,31 +141,46 @@ class DomainMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.model)
     @rule(data=st.data())
-    def intent(self, data: st.DataObject) -> None:
-        pid = data.draw(st.sampled_from(sorted(self.model)))
-        p = self.model[pid]
-        try:
-            self.store.record_commit_intent(pid)
-        except Conflict:
-            assert p["verdict"] != "approved" or p["outcome"] is not None
-            return
-        assert p["verdict"] == "approved" and p["outcome"] is None
-        p["intent"] = True
-        self.events += 1
+    def intents(self, data: st.DataObject) -> None:
+        """The committer's batch: several ids (repeats included) in one transaction."""
+        pids = data.draw(st.lists(st.sampled_from(sorted(self.model)), min_size=1, max_size=3))
+        states = self.store.record_commit_intents(pids)
+        expected: dict[str, str] = {}
+        for pid in pids:
+            p = self.model[pid]
+            if p["verdict"] != "approved":
+                expected[pid] = "not approved"
+            elif p["outcome"] is not None:
+                expected[pid] = "done"
+            elif p["intent"]:
+                expected[pid] = "existing"
+            else:
+                expected[pid] = "new"
+                p["intent"] = True
+                self.events += 1
+        assert states == expected
 
     @precondition(lambda self: any(p["intent"] for p in self.model.values()))
-    @rule(data=st.data(), outcome=st.sampled_from(["created", "conflict", "refused", "failed"]))
-    def outcome(self, data: st.DataObject, outcome: str) -> None:
-        pid = data.draw(st.sampled_from(sorted(k for k, p in self.model.items() if p["intent"])))
-        p = self.model[pid]
-        try:
-            self.store.record_commit_outcome(pid, outcome)
-        except Conflict:
-            assert p["outcome"] is not None
-            return
-        assert p["outcome"] is None
-        p["outcome"] = outcome
-        self.events += 1
+    @rule(data=st.data())
+    def outcomes(self, data: st.DataObject) -> None:
+        """The committer's batch of outcomes: a proposal that already has one is skipped, never written twice."""
+        with_intent = sorted(k for k, p in self.model.items() if p["intent"])
+        items = data.draw(
+            st.lists(
+                st.tuples(st.sampled_from(with_intent), st.sampled_from(["created", "conflict", "refused", "failed"])),
+                min_size=1,
+                max_size=3,
+            )
+        )
+        recorded = self.store.record_commit_outcomes([{"proposal_id": pid, "outcome": o} for pid, o in items])
+        expected: dict[str, bool] = {}
+        for pid, outcome in items:
+            p = self.model[pid]
+            expected[pid] = p["outcome"] is None
+            if p["outcome"] is None:
+                p["outcome"] = outcome
+                self.events += 1
+        assert recorded == expected
 
     @rule(kind=st.sampled_from(["tool_denied", "proposal_refused"]), n=st.integers(0, 10**12))
     def refusal(self, kind: str, n: int) -> None:

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
+import threading
+from pathlib import Path
 
 import pytest
 
+import gatekeeper
 from gatekeeper import signing
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.home import Home
+from gatekeeper.store import events as ev
+from gatekeeper.store.follow import Changes, Follower
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 from tests.helpers import add_reviewer, draft, wait_until
@@ -178,20 +184,19 @@ def test_disabled_reviewer_cannot_decide(home: Home, store: Store) -> None:
 def test_commit_intent_needs_an_approval_and_outcome_is_once(home: Home, store: Store) -> None:
     add_reviewer(store)
     p = store.propose(draft())
-    with pytest.raises(Conflict, match="not approved"):
-        store.record_commit_intent(p.id)
-    with pytest.raises(NotFound):
-        store.record_commit_intent("0" * 26)
+    unknown = "0" * 26
+    assert store.record_commit_intents([p.id, unknown]) == {p.id: "not approved", unknown: "not approved"}
     store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key())
-    store.record_commit_intent(p.id)
-    store.record_commit_outcome(p.id, "created", observed_sha256=p.sha256, final_path="/tmp/workspace/notes/a.md")
+    assert store.record_commit_intents([p.id]) == {p.id: "new"}
+    created = {"proposal_id": p.id, "outcome": "created", "observed_sha256": p.sha256, "final_path": "/w/notes/a.md"}
+    assert store.record_commit_outcomes([created]) == {p.id: True}
     assert status(home, p.id) == "committed"
-    with pytest.raises(Conflict, match="already has an outcome"):
-        store.record_commit_outcome(p.id, "conflict")
-    with pytest.raises(Conflict, match="already has outcome"):
-        store.record_commit_intent(p.id)
+    assert store.record_commit_outcomes([{"proposal_id": p.id, "outcome": "conflict"}]) == {p.id: False}
+    assert status(home, p.id) == "committed"
+    assert store.record_commit_intents([p.id]) == {p.id: "done"}
     with pytest.raises(InvalidInput):
-        store.record_commit_outcome(p.id, "exploded")
+        store.record_commit_outcomes([{"proposal_id": p.id, "outcome": "exploded"}])
+    assert kinds(home)[-2:] == ["commit_intent", "commit_outcome"]
 
 
 @pytest.mark.parametrize("outcome", ["conflict", "refused", "failed"])
@@ -199,7 +204,7 @@ def test_outcome_statuses(home: Home, store: Store, outcome: str) -> None:
     add_reviewer(store)
     p = store.propose(draft())
     store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key())
-    store.record_commit_outcome(p.id, outcome, detail="why")
+    store.record_commit_outcomes([{"proposal_id": p.id, "outcome": outcome, "detail": "why"}])
     assert status(home, p.id) == outcome
     with Reader(home.db_path) as r:
         assert [row.id for row in r.proposals(status=outcome)] == [p.id]
@@ -251,6 +256,47 @@ def test_tool_pins_first_sight_change_and_acceptance(home: Home, store: Store) -
     assert store.observe_tools("notes", v1) == {"read", "write"}
 
 
-def test_outcome_for_an_unknown_proposal_is_not_found(store: Store) -> None:
-    with pytest.raises(NotFound):
-        store.record_commit_outcome("0" * 26, "created")
+def test_outcome_for_an_unknown_proposal_is_refused(store: Store) -> None:
+    with pytest.raises(Conflict, match="not approved"):
+        store.record_commit_outcomes([{"proposal_id": "0" * 26, "outcome": "created"}])
+
+
+def test_changes_see_commits_of_other_connections_only(home: Home, store: Store) -> None:
+    with Reader(home.db_path) as r:
+        changes = Changes(r, fallback=None)
+        assert changes.changed()  # the first look always says yes
+        assert not changes.changed()
+        store.append_event(ev.INIT, "test")
+        assert changes.changed()
+        assert not changes.changed()
+        assert Changes(r, fallback=0.0).changed() and Changes(r, fallback=0.0).changed()
+
+
+def test_follower_yields_new_events_after_a_seq_with_its_filters(home: Home, store: Store) -> None:
+    add_reviewer(store)
+    with Reader(home.db_path) as r:
+        everything, from_now = Follower(r, 0), Follower(r)
+        only_proposals = Follower(r, 0, kind=ev.PROPOSAL_CREATED)
+        assert [e[2] for e in everything.poll()] == [ev.REVIEWER_ADDED]
+        assert from_now.poll() == [] and everything.poll() == []
+        p = store.propose(draft())
+        assert [e[2] for e in from_now.poll()] == [ev.PROPOSAL_CREATED]
+        assert [(e[0], e[4]) for e in only_proposals.poll()] == [(2, p.id)]
+        store.propose(draft("notes/b.md"))
+        batches = Follower(r, 1).follow(threading.Event())
+        assert [e[0] for e in next(batches)] == [2, 3]
+        assert [e[0] for e in everything.poll()] == [2, 3]
+
+
+def test_no_sql_outside_the_store() -> None:
+    """Every query is a named method of gatekeeper/store/: nothing else opens a connection or runs SQL."""
+    package = Path(gatekeeper.__file__).parent
+    sql = re.compile(r"\.execute\(|sqlite3\.connect\(|\.conn\b|\"(SELECT|INSERT|UPDATE|DELETE|PRAGMA) ")
+    found = [
+        f"{path.relative_to(package)}:{n}: {line.strip()}"
+        for path in sorted(package.rglob("*.py"))
+        if path.parent.name != "store"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if sql.search(line)
+    ]
+    assert found == []

@@ -6,8 +6,6 @@ import base64
 import csv
 import json
 import sys
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -17,6 +15,7 @@ from gatekeeper.canonical import parse_since
 from gatekeeper.cli.context import Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json, kv, table
 from gatekeeper.errors import NotFound
+from gatekeeper.store.follow import Follower
 from gatekeeper.store.queries import STATUSES, Reader, event_dict
 from gatekeeper.store.version import check_schema
 
@@ -70,6 +69,43 @@ def _resolves_to(detail: dict[str, Any]) -> str:
     return f" (resolves to {real})" if real != detail["workspace"] else ""
 
 
+def _show_rows(detail: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The labelled lines of ``audit show`` for one proposal."""
+    decision, commit = detail["decision"], detail["commit"]
+    return [
+        ("status", detail["status"]),
+        ("server / tool", f"{detail['server']} / {detail['tool']}"),
+        ("destination", detail["path"]),
+        ("workspace", detail["workspace"] + _resolves_to(detail)),
+        ("size", f"{detail['size']} bytes ({detail['encoding']})"),
+        ("sha256", detail["sha256"]),
+        ("created", detail["created_at"]),
+        ("expires", detail["expires_at"]),
+        (
+            "requester",
+            f"{detail['client_name'] or '?'} {detail['client_version'] or ''} "
+            f"(protocol {detail['protocol_version'] or '?'}, session {detail['session_id'] or '?'})",
+        ),
+        ("policy", detail["policy_digest"]),
+        ("arguments", json.dumps(detail["arguments"], ensure_ascii=False)),
+        (
+            "decision",
+            f"{decision['verdict']} by {decision['reviewer']} at {decision['decided_at']}"
+            + (f": {decision['reason']}" if decision["reason"] else "")
+            if decision
+            else "none",
+        ),
+        (
+            "commit",
+            f"{commit['outcome']} at {commit['at']}"
+            + (f" → {commit['final_path']}" if commit["final_path"] else "")
+            + (f" ({commit['detail']})" if commit["detail"] else "")
+            if commit
+            else "none",
+        ),
+    ]
+
+
 @click.group()
 def audit() -> None:
     """Query and verify the tamper-evident audit log (read-only)."""
@@ -121,42 +157,7 @@ def show(ctx: Ctx, proposal_id: str, content: bool, as_json: bool) -> None:
         sys.stdout.buffer.write(raw)
         sys.stdout.flush()
         return
-    decision, commit = detail["decision"], detail["commit"]
-    kv(
-        f"proposal {detail['id']}",
-        [
-            ("status", detail["status"]),
-            ("server / tool", f"{detail['server']} / {detail['tool']}"),
-            ("destination", detail["path"]),
-            ("workspace", detail["workspace"] + _resolves_to(detail)),
-            ("size", f"{detail['size']} bytes ({detail['encoding']})"),
-            ("sha256", detail["sha256"]),
-            ("created", detail["created_at"]),
-            ("expires", detail["expires_at"]),
-            (
-                "requester",
-                f"{detail['client_name'] or '?'} {detail['client_version'] or ''} "
-                f"(protocol {detail['protocol_version'] or '?'}, session {detail['session_id'] or '?'})",
-            ),
-            ("policy", detail["policy_digest"]),
-            ("arguments", json.dumps(detail["arguments"], ensure_ascii=False)),
-            (
-                "decision",
-                f"{decision['verdict']} by {decision['reviewer']} at {decision['decided_at']}"
-                + (f": {decision['reason']}" if decision["reason"] else "")
-                if decision
-                else "none",
-            ),
-            (
-                "commit",
-                f"{commit['outcome']} at {commit['at']}"
-                + (f" → {commit['final_path']}" if commit["final_path"] else "")
-                + (f" ({commit['detail']})" if commit["detail"] else "")
-                if commit
-                else "none",
-            ),
-        ],
-    )
+    kv(f"proposal {detail['id']}", _show_rows(detail))
     table(
         "events",
         ("seq", "at", "kind", "actor", "payload"),
@@ -192,28 +193,17 @@ def log(ctx: Ctx, kind: str | None, proposal_id: str | None, since: str | None, 
         if not follow:
             return
         last = rows[-1][0] if rows else reader.head()[0] if since is None else 0
+        follower = Follower(reader, last, kind=kind, proposal_id=proposal_id, since=since)
         try:
-            for row in _follow(reader, last, kind, proposal_id, since):
-                if as_json:
-                    emit_json(_event_json(row))
-                else:
-                    click.echo("\t".join(str(v) for v in (row[0], row[1], row[2], row[3], row[4] or "", row[5])))
+            for batch in follower.follow():
+                for row in batch:
+                    if as_json:
+                        emit_json(_event_json(row))
+                    else:
+                        click.echo("\t".join(str(v) for v in (row[0], row[1], row[2], row[3], row[4] or "", row[5])))
+                sys.stdout.flush()
         except KeyboardInterrupt:
             return
-
-
-def _follow(reader: Reader, after: int, kind: str | None, proposal_id: str | None, since: str | None) -> Iterator[Any]:
-    """Wake on ``PRAGMA data_version`` (changes when another connection commits): no busy re-querying."""
-    version = None
-    while True:
-        current = reader.conn.execute("PRAGMA data_version").fetchone()[0]
-        if current != version:
-            version = current
-            for row in reader.events(kind=kind, proposal_id=proposal_id, since=since, after_seq=after):
-                after = row[0]
-                yield row
-            sys.stdout.flush()
-        time.sleep(0.1)
 
 
 @audit.command()
@@ -291,8 +281,7 @@ def export(ctx: Ctx, fmt: str, since: str | None) -> None:
 
     columns = ("seq", "at", "kind", "actor", "proposal_id", "payload", "prev_hash", "hash")
     with _reader(ctx) as reader:
-        sql = f"SELECT {', '.join(columns)} FROM audit_event" + (" WHERE at >= ?" if since else "") + " ORDER BY seq"
-        cursor = reader.conn.execute(sql, (since,) if since else ())
+        cursor = reader.all_events(since)
         out = sys.stdout
         if fmt == "csv":
             writer = csv.writer(out, lineterminator="\n")

@@ -329,7 +329,7 @@ class Committer:
                 continue
             self.sw.point("outcome_row_written")
             with self.store.transaction() as tx:
-                Store._append(tx, ev.COMMIT_OUTCOME, self.actor, pid, fields)
+                tx.append_event(ev.COMMIT_OUTCOME, self.actor, fields, pid)
             recorded[pid] = True
         return recorded
 

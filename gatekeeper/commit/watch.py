@@ -1,8 +1,8 @@
 """``commit --watch``: stay up and commit each approval within a tick, without busy polling.
 
-``PRAGMA data_version`` on one read connection changes only when another connection commits,
-so checking it every 50 ms is one cheap read, and a pass runs only when something changed (or,
-once a second, while a previous pass left work for later). SIGINT and SIGTERM end the loop
+The store's change signal (``store.follow.Changes``, ``PRAGMA data_version``) moves only when
+another connection commits, so checking it every 50 ms is one cheap read, and a pass runs only
+when something changed (or, once a second, while a previous pass left work for later). SIGINT and SIGTERM end the loop
 between batches; the exit is clean either way, and a kill -9 is safe too (the next start
 finishes what was interrupted).
 """
@@ -18,6 +18,7 @@ from types import FrameType
 
 from gatekeeper.commit.committer import Committer
 from gatekeeper.errors import GatekeeperError
+from gatekeeper.store.follow import Changes
 from gatekeeper.store.queries import Reader
 
 POLL_SECONDS = 0.05
@@ -41,14 +42,14 @@ def watch(
     poll: float = POLL_SECONDS,
     retry: float = RETRY_SECONDS,
 ) -> None:
-    seen: int | None = None
+    changes = Changes(reader, fallback=None)  # a pass with nothing new to do is not worth a timer
     retry_at: float | None = None
     said: set[str] = set()
     while not stop.is_set():
-        version = reader.data_version()
+        changed = changes.changed()
         now = time.monotonic()
-        if version != seen or (retry_at is not None and now >= retry_at):
-            seen, retry_at = version, None
+        if changed or (retry_at is not None and now >= retry_at):
+            retry_at = None
             try:
                 report = committer.run_pass()
             except (GatekeeperError, sqlite3.Error, OSError) as exc:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,11 @@ import anyio
 import anyio.to_thread
 from mcp import types
 
+from gatekeeper.canonical import parse_ts, utc_now
+from gatekeeper.store.follow import Changes
 from gatekeeper.store.queries import Reader
+
+POLL_SECONDS = 0.05  # how often the change signal is looked at: one PRAGMA, no row read
 
 FINAL = {"committed", "rejected", "conflict", "refused", "failed", "expired"}
 
@@ -20,6 +26,8 @@ def tool_error(text: str) -> types.CallToolResult:
 
 
 async def read_proposal(db_path: Path, proposal_id: str) -> dict[str, Any] | None:
+    """Everything about one proposal, content and events included (``Reader.proposal``)."""
+
     def read() -> dict[str, Any] | None:
         with Reader(db_path) as reader:
             return reader.proposal(proposal_id)
@@ -27,22 +35,32 @@ async def read_proposal(db_path: Path, proposal_id: str) -> dict[str, Any] | Non
     return await anyio.to_thread.run_sync(read)
 
 
-def summary(detail: dict[str, Any]) -> dict[str, Any]:
-    decision, commit = detail["decision"] or {}, detail["commit"] or {}
+async def read_state(db_path: Path, proposal_id: str) -> dict[str, Any] | None:
+    """Where one proposal stands (``Reader.proposal_state``: no content, no events)."""
+
+    def read() -> dict[str, Any] | None:
+        with Reader(db_path) as reader:
+            return reader.proposal_state(proposal_id)
+
+    return await anyio.to_thread.run_sync(read)
+
+
+def summary(state: dict[str, Any]) -> dict[str, Any]:
+    """The structured answer an agent gets, from ``Reader.proposal_state``."""
     return {
-        "proposal_id": detail["id"],
-        "status": detail["status"],
-        "destination": detail["path"],
-        "sha256": detail["sha256"],
-        "size": detail["size"],
-        "created_at": detail["created_at"],
-        "expires_at": detail["expires_at"],
-        "reviewer": decision.get("reviewer"),
-        "reason": decision.get("reason"),
-        "decided_at": decision.get("decided_at"),
-        "outcome": commit.get("outcome"),
-        "final_path": commit.get("final_path"),
-        "detail": commit.get("detail") or None,
+        "proposal_id": state["id"],
+        "status": state["status"],
+        "destination": state["path"],
+        "sha256": state["sha256"],
+        "size": state["size"],
+        "created_at": state["created_at"],
+        "expires_at": state["expires_at"],
+        "reviewer": state["reviewer"],
+        "reason": state["reason"],
+        "decided_at": state["decided_at"],
+        "outcome": state["outcome"],
+        "final_path": state["final_path"],
+        "detail": state["detail"] or None,
     }
 
 
@@ -64,11 +82,11 @@ async def proposal_status(db_path: Path, arguments: Any) -> types.CallToolResult
     pid = arguments.get("proposal_id") if isinstance(arguments, dict) else None
     if not isinstance(pid, str) or not pid:
         return tool_error("Pass proposal_id: the id a proposing call returned.")
-    detail = await read_proposal(db_path, pid)
-    if detail is None:
+    state = await read_state(db_path, pid)
+    if state is None:
         return tool_error(f"No proposal {pid!r}. Use the proposal_id from the proposing call's result.")
-    s = summary(detail)
-    text = f"Proposal {pid} for {detail['path']}: {words(s)}."
+    s = summary(state)
+    text = f"Proposal {pid} for {state['path']}: {words(s)}."
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=s)
 
 
@@ -83,25 +101,52 @@ def final_result(s: dict[str, Any]) -> types.CallToolResult:
 async def wait_for_outcome(
     db_path: Path, proposal_id: str, seconds: float, on_tick: Any = None, *, stop_while_pending: bool = False
 ) -> dict[str, Any] | None:
-    """Poll until the proposal reaches a final state or time runs out; None on time-out.
+    """Wait until the proposal reaches a final state or time runs out; None on time-out.
 
+    One read connection for the whole wait: the proposal's state is re-read only when the store's
+    change signal moves (``store.follow.Changes``) or its expiry time passes (expiring writes no row).
     ``on_tick(elapsed)`` runs about once a second (progress notifications). With
     ``stop_while_pending`` a still-undecided proposal returns at once (a retried hand-off must
     never turn into an endless wait); an approved one waits for its commit.
     """
     start = anyio.current_time()
     next_tick = 0.0
-    while True:
-        detail = await read_proposal(db_path, proposal_id)
-        if detail is None:
-            return None
-        s = summary(detail)
-        if s["status"] in FINAL or (stop_while_pending and s["status"] == "pending"):
-            return s
-        elapsed = anyio.current_time() - start
-        if elapsed >= seconds:
-            return None
-        if on_tick is not None and elapsed >= next_tick:
-            await on_tick(elapsed)
-            next_tick = elapsed + 1.0
-        await anyio.sleep(0.1)
+    reader = await anyio.to_thread.run_sync(Reader, db_path)
+    try:
+        look = _Look(reader, proposal_id)
+        while True:
+            state = await anyio.to_thread.run_sync(look.state)
+            if state is None:
+                return None
+            s = summary(state)
+            if s["status"] in FINAL or (stop_while_pending and s["status"] == "pending"):
+                return s
+            elapsed = anyio.current_time() - start
+            if elapsed >= seconds:
+                return None
+            if on_tick is not None and elapsed >= next_tick:
+                await on_tick(elapsed)
+                next_tick = elapsed + 1.0
+            await anyio.sleep(POLL_SECONDS)
+    finally:
+        reader.close()
+
+
+class _Look:
+    """One proposal's state, re-read only when it may have changed."""
+
+    def __init__(self, reader: Reader, proposal_id: str) -> None:
+        self.reader, self.proposal_id = reader, proposal_id
+        self.changes = Changes(reader)
+        self.last: dict[str, Any] | None = None
+        self.expires = math.inf  # time.monotonic() at which a pending proposal turns expired
+
+    def state(self) -> dict[str, Any] | None:
+        if not self.changes.changed() and time.monotonic() < self.expires and self.last is not None:
+            return self.last
+        self.last = state = self.reader.proposal_state(self.proposal_id)
+        self.expires = math.inf
+        if state is not None and state["status"] == "pending":
+            left = (parse_ts(state["expires_at"]) - utc_now()).total_seconds()
+            self.expires = time.monotonic() + max(0.0, left)
+        return state

@@ -1,16 +1,13 @@
-"""The review page's reads: one page of the queue, counts, and what else targets a path."""
+"""The review page's reads: one page of the queue, counts, and what else targets a path.
+
+The SQL lives in ``store.queries.Reader``; these are the names the page's routes call."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from gatekeeper.canonical import now_ts
-from gatekeeper.store.queries import (
-    STATUS_WHERE,  # one definition of each status
-    ProposalRow,
-    Reader,
-)
+from gatekeeper.store.queries import ProposalRow, Reader
 
 PAGE_SIZE = 50
 
@@ -29,22 +26,12 @@ def queue_page(reader: Reader, *, status: str | None, server: str | None, page: 
 
 
 def pending_count(reader: Reader) -> int:
-    row = reader.conn.execute(
-        f"SELECT count(*) FROM proposal p LEFT JOIN decision d ON d.proposal_id = p.id WHERE {STATUS_WHERE['pending']}",
-        {"now": now_ts()},
-    ).fetchone()
-    return int(row[0])
+    return reader.pending_count()
 
 
 def servers(reader: Reader) -> list[str]:
-    return [r[0] for r in reader.conn.execute("SELECT DISTINCT server FROM proposal ORDER BY server")]
+    return reader.servers()
 
 
 def other_pending_for_path(reader: Reader, proposal_id: str, path: str, workspace: str) -> list[dict[str, Any]]:
-    cur = reader.conn.execute(
-        "SELECT p.id, p.created_at, p.sha256 FROM proposal p LEFT JOIN decision d ON d.proposal_id = p.id "
-        f"WHERE p.path = :path AND p.workspace = :ws AND p.id != :id AND {STATUS_WHERE['pending']} "
-        "ORDER BY p.created_at DESC LIMIT 20",
-        {"path": path, "ws": workspace, "id": proposal_id, "now": now_ts()},
-    )
-    return [{"id": r[0], "created_at": r[1], "sha256": r[2]} for r in cur]
+    return reader.other_pending(proposal_id, path, workspace)

@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 GENESIS = "0" * 64
 
@@ -54,9 +55,14 @@ class ChainReport:
         return self.problem is None
 
 
-def verify_rows(rows: Iterable[EventRow]) -> ChainReport:
-    """Walk rows in seq order; stop at the first row that breaks the chain."""
-    prev, expected_seq, count = GENESIS, 1, 0
+def verify_rows(rows: Iterable[EventRow], after_seq: int = 0, after_hash: str = GENESIS) -> ChainReport:
+    """Walk rows in seq order; stop at the first row that breaks the chain.
+
+    By default from the first event; given a head already verified (``after_seq``, ``after_hash``),
+    only the rows after it, which must continue from it (the review page's incremental check).
+    ``count`` is the number of rows verified by this call.
+    """
+    prev, expected_seq, count = after_hash, after_seq + 1, 0
     sha256 = hashlib.sha256
     for seq, at, kind, actor, proposal_id, payload, prev_hash, stored in rows:
         if seq != expected_seq:
@@ -76,8 +82,14 @@ def verify_rows(rows: Iterable[EventRow]) -> ChainReport:
     return ChainReport(count, expected_seq - 1, prev, None)
 
 
-def batched(cursor: Iterator[EventRow] | object, size: int = 10_000) -> Iterator[EventRow]:
+class Fetching(Protocol):
+    """A DB-API cursor, as far as ``batched`` needs one."""
+
+    def fetchmany(self, size: int = ...) -> list[Any]: ...
+
+
+def batched(cursor: Fetching, size: int = 10_000) -> Iterator[EventRow]:
     """Rows from a DB-API cursor in batches (``fetchmany``), without holding all in memory."""
-    fetch = cursor.fetchmany  # type: ignore[attr-defined]
+    fetch = cursor.fetchmany
     while rows := fetch(size):
         yield from rows

@@ -8,13 +8,14 @@ committed outcome 'created'                conflict / refused / failed: that out
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from gatekeeper.canonical import now_ts
 from gatekeeper.store.chain import GENESIS, EventRow
+from gatekeeper.store.events import COMMIT_INTENT
 from gatekeeper.store.version import BUSY_TIMEOUT_MS
 
 STATUSES = ("pending", "expired", "rejected", "approved", "committed", "conflict", "refused", "failed")
@@ -71,14 +72,14 @@ class Reader:
 
     def __init__(self, db_path: Path) -> None:
         self.db_path = Path(db_path)
-        self.conn = sqlite3.connect(
+        self._conn = sqlite3.connect(
             f"file:{self.db_path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
         )
-        self.conn.isolation_level = None  # autocommit; snapshots are taken with explicit BEGIN
-        self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self._conn.isolation_level = None  # autocommit; snapshots are taken with explicit BEGIN
+        self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     def close(self) -> None:
-        self.conn.close()
+        self._conn.close()
 
     def __enter__(self) -> Reader:
         return self
@@ -98,7 +99,8 @@ class Reader:
         now: str | None = None,
     ) -> list[ProposalRow]:
         """Newest first."""
-        where, params = [], {"now": now or now_ts()}
+        where: list[str] = []
+        params: dict[str, Any] = {"now": now or now_ts()}
         if status is not None:
             where.append(STATUS_WHERE[status])
         if server is not None:
@@ -114,13 +116,13 @@ class Reader:
         if limit is not None:
             sql += " LIMIT :limit"
             params["limit"] = limit
-        return [ProposalRow(*row) for row in self.conn.execute(sql, params)]
+        return [ProposalRow(*row) for row in self._conn.execute(sql, params)]
 
     def proposal(self, proposal_id: str, now: str | None = None) -> dict[str, Any] | None:
         """Everything about one proposal: its row, decision, outcome and events."""
-        self.conn.execute("BEGIN")  # one snapshot for all the reads below
+        self._conn.execute("BEGIN")  # one snapshot for all the reads below
         try:
-            cur = self.conn.execute(
+            cur = self._conn.execute(
                 f"SELECT p.*, {STATUS_SQL} AS status {_FROM} WHERE p.id = :id",
                 {"id": proposal_id, "now": now or now_ts()},
             )
@@ -132,25 +134,60 @@ class Reader:
             result["commit"] = self._one("SELECT * FROM commit_record WHERE proposal_id = ?", proposal_id)
             result["events"] = [
                 event_dict(r)
-                for r in self.conn.execute(
+                for r in self._conn.execute(
                     "SELECT * FROM audit_event WHERE proposal_id = ? ORDER BY seq", (proposal_id,)
                 )
             ]
             return result
         finally:
-            self.conn.execute("COMMIT")
+            self._conn.execute("COMMIT")
 
     def has_proposal(self, proposal_id: str) -> bool:
-        return self.conn.execute("SELECT 1 FROM proposal WHERE id = ?", (proposal_id,)).fetchone() is not None
+        return self._conn.execute("SELECT 1 FROM proposal WHERE id = ?", (proposal_id,)).fetchone() is not None
 
     def _one(self, sql: str, *params: Any) -> dict[str, Any] | None:
-        cur = self.conn.execute(sql, params)
+        cur = self._conn.execute(sql, params)
         row = cur.fetchone()
         return dict(zip([c[0] for c in cur.description], row, strict=True)) if row else None
 
+    def proposal_state(self, proposal_id: str, now: str | None = None) -> dict[str, Any] | None:
+        """Where one proposal stands: its status and the fields that say why, without its content
+        (the proxy re-reads this while an agent waits)."""
+        cur = self._conn.execute(
+            f"SELECT p.id, {STATUS_SQL} AS status, p.workspace, p.path, p.sha256, p.size, p.created_at, "
+            "p.expires_at, d.reviewer, d.reason, d.decided_at, c.outcome, c.final_path, c.detail "
+            f"{_FROM} WHERE p.id = :id",
+            {"id": proposal_id, "now": now or now_ts()},
+        )
+        row = cur.fetchone()
+        return dict(zip([c[0] for c in cur.description], row, strict=True)) if row else None
+
+    def pending_count(self) -> int:
+        """How many proposals wait for a decision (the review page's badge)."""
+        row = self._conn.execute(
+            "SELECT count(*) FROM proposal p LEFT JOIN decision d ON d.proposal_id = p.id "
+            f"WHERE {STATUS_WHERE['pending']}",
+            {"now": now_ts()},
+        ).fetchone()
+        return int(row[0])
+
+    def servers(self) -> list[str]:
+        """Every downstream server that ever proposed, for the review page's filter."""
+        return [r[0] for r in self._conn.execute("SELECT DISTINCT server FROM proposal ORDER BY server")]
+
+    def other_pending(self, proposal_id: str, path: str, workspace: str, limit: int = 20) -> list[dict[str, Any]]:
+        """Other pending proposals for the same destination, newest first: approving one makes the rest conflict."""
+        cur = self._conn.execute(
+            "SELECT p.id, p.created_at, p.sha256 FROM proposal p LEFT JOIN decision d ON d.proposal_id = p.id "
+            f"WHERE p.path = :path AND p.workspace = :ws AND p.id != :id AND {STATUS_WHERE['pending']} "
+            "ORDER BY p.created_at DESC LIMIT :limit",
+            {"path": path, "ws": workspace, "id": proposal_id, "now": now_ts(), "limit": limit},
+        )
+        return [{"id": r[0], "created_at": r[1], "sha256": r[2]} for r in cur]
+
     def committed_files(self) -> Iterator[tuple[str, str, str, str | None, str]]:
         """(proposal id, workspace, path, final_path, sha256) of every proposal recorded as created."""
-        yield from self.conn.execute(
+        yield from self._conn.execute(
             "SELECT p.id, p.workspace, p.path, c.final_path, p.sha256 FROM proposal p "
             "JOIN commit_record c ON c.proposal_id = p.id WHERE c.outcome = 'created' ORDER BY p.created_at"
         )
@@ -166,7 +203,8 @@ class Reader:
         after_seq: int = 0,
         limit: int | None = None,
     ) -> list[EventRow]:
-        where, params = ["seq > :after"], {"after": after_seq}
+        where = ["seq > :after"]
+        params: dict[str, Any] = {"after": after_seq}
         if kind is not None:
             where.append("kind = :kind")
             params["kind"] = kind
@@ -180,20 +218,26 @@ class Reader:
         if limit is not None:
             sql += " LIMIT :limit"
             params["limit"] = limit
-        return list(self.conn.execute(sql, params))
+        return list(self._conn.execute(sql, params))
 
-    def all_events(self) -> sqlite3.Cursor:
-        """Every event in seq order, for ``verify`` to stream (use ``chain.batched``)."""
-        return self.conn.execute(
-            "SELECT seq, at, kind, actor, proposal_id, payload, prev_hash, hash FROM audit_event ORDER BY seq"
-        )
+    def all_events(self, since: str | None = None) -> sqlite3.Cursor:
+        """Every event (at or after ``since``) in seq order, for ``verify`` and ``export`` to stream
+        (use ``chain.batched``)."""
+        sql = "SELECT seq, at, kind, actor, proposal_id, payload, prev_hash, hash FROM audit_event"
+        if since is None:
+            return self._conn.execute(sql + " ORDER BY seq")
+        return self._conn.execute(sql + " WHERE at >= ? ORDER BY seq", (since,))
 
     def head(self) -> tuple[int, str]:
-        row = self.conn.execute("SELECT seq, hash FROM audit_event ORDER BY seq DESC LIMIT 1").fetchone()
+        row = self._conn.execute("SELECT seq, hash FROM audit_event ORDER BY seq DESC LIMIT 1").fetchone()
         return (row[0], row[1]) if row else (0, GENESIS)
 
+    def event_count(self) -> int:
+        """Rows in the log, counted apart from the chain (which stops at the first bad row)."""
+        return int(self._conn.execute("SELECT count(*) FROM audit_event").fetchone()[0])
+
     def reviewers(self) -> list[dict[str, Any]]:
-        cur = self.conn.execute("SELECT name, created_at, disabled_at FROM reviewer ORDER BY name")
+        cur = self._conn.execute("SELECT name, created_at, disabled_at FROM reviewer ORDER BY name")
         return [dict(zip(("name", "created_at", "disabled_at"), r, strict=True)) for r in cur]
 
     # -- the committer's queue -------------------------------------------------------------------
@@ -206,27 +250,27 @@ class Reader:
         decision up to some id need not look below it again: a pass costs the new decisions, not
         the whole history. Content is left out; ``proposal_contents`` fetches it a batch at a time.
         """
-        self.conn.execute("BEGIN")
+        self._conn.execute("BEGIN")
         try:
-            high = self.conn.execute("SELECT coalesce(max(id), 0) FROM decision").fetchone()[0]
+            high = self._conn.execute("SELECT coalesce(max(id), 0) FROM decision").fetchone()[0]
             # '+e.kind' keeps SQLite on the proposal_id index: on the kind index, each lookup scanned
             # every intent ever written (a batch of 64 took 13 ms after 1,000 commits, growing).
-            cur = self.conn.execute(
+            cur = self._conn.execute(
                 "SELECT p.id, p.created_at, p.server, p.tool, p.workspace, p.path, p.sha256, p.size, "
                 "d.id AS decision_id, d.verdict, d.reviewer, d.reason, d.sha256 AS decision_sha256, "
                 "d.path AS decision_path, d.decided_at, d.signature, p.workspace_real, "
-                "EXISTS (SELECT 1 FROM audit_event e WHERE e.proposal_id = p.id AND +e.kind = 'commit_intent') "
+                "EXISTS (SELECT 1 FROM audit_event e WHERE e.proposal_id = p.id AND +e.kind = ?) "
                 "AS has_intent "
                 "FROM decision d JOIN proposal p ON p.id = d.proposal_id "
                 "LEFT JOIN commit_record c ON c.proposal_id = d.proposal_id "
                 "WHERE d.id > ? AND d.id <= ? AND d.verdict = 'approved' AND c.proposal_id IS NULL "
                 "ORDER BY p.created_at, p.id",
-                (after_decision_id, high),
+                (COMMIT_INTENT, after_decision_id, high),
             )
             names = [c[0] for c in cur.description]
             rows = [dict(zip(names, row, strict=True)) for row in cur]
         finally:
-            self.conn.execute("COMMIT")
+            self._conn.execute("COMMIT")
         return high, rows
 
     def proposal_contents(self, proposal_ids: list[str]) -> dict[str, bytes]:
@@ -235,13 +279,25 @@ class Reader:
         for start in range(0, len(proposal_ids), 500):  # stay under SQLite's bound-parameter limit
             chunk = proposal_ids[start : start + 500]
             marks = ", ".join("?" * len(chunk))
-            for pid, content in self.conn.execute(f"SELECT id, content FROM proposal WHERE id IN ({marks})", chunk):
+            for pid, content in self._conn.execute(f"SELECT id, content FROM proposal WHERE id IN ({marks})", chunk):
                 out[pid] = bytes(content)
         return out
 
+    def query_plan(self, call: Callable[[], object]) -> list[str]:
+        """EXPLAIN QUERY PLAN of the first SELECT that ``call`` runs on this reader (benchmarks check
+        that the hot queries stay on their indexes)."""
+        seen: list[str] = []
+        self._conn.set_trace_callback(seen.append)
+        try:
+            call()
+        finally:
+            self._conn.set_trace_callback(None)
+        sql = next(q for q in seen if q.lstrip().upper().startswith("SELECT"))
+        return [row[3] for row in self._conn.execute("EXPLAIN QUERY PLAN " + sql)]
+
     def data_version(self) -> int:
         """SQLite's ``PRAGMA data_version``: changes whenever another connection commits."""
-        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+        return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
 
 
 def event_dict(row: EventRow) -> dict[str, Any]:

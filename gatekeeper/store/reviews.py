@@ -57,7 +57,7 @@ class Reviews:
                 "review_session", {"id": sid, "reviewer": reviewer, "created_at": now_ts(), "expires_at": expires}
             )
             # The session id is a bearer secret: the event names the session by a prefix only.
-            self.store._append(conn, LOGIN, f"reviewer:{reviewer}", None, {"how": how, "session": sid[:8]})
+            conn.append_event(LOGIN, f"reviewer:{reviewer}", {"how": how, "session": sid[:8]})
         return Session(sid, reviewer, expires)
 
     def session(self, sid: str) -> Session | None:
@@ -72,7 +72,7 @@ class Reviews:
     def end_session(self, session: Session) -> None:
         with self.store.transaction() as conn:
             conn.run("UPDATE review_session SET ended_at = ? WHERE id = ? AND ended_at IS NULL", (now_ts(), session.id))
-            self.store._append(conn, LOGOUT, f"reviewer:{session.reviewer}", None, {"session": session.id[:8]})
+            conn.append_event(LOGOUT, f"reviewer:{session.reviewer}", {"session": session.id[:8]})
 
     def use_nonce(self, nonce: str, purpose: str) -> bool:
         """True the first time a nonce is used; False on every replay (UNIQUE does the work)."""

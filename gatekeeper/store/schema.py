@@ -10,14 +10,6 @@ from __future__ import annotations
 from sqlalchemy import Index
 from sqlmodel import Field, SQLModel
 
-APPEND_ONLY_TABLES = (
-    "proposal",
-    "decision",
-    "commit_record",
-    "audit_event",
-    "tool_definition",
-    "tool_acceptance",
-)
 VERDICTS = ("approved", "rejected")
 OUTCOMES = ("created", "conflict", "refused", "failed")
 
