@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -558,3 +559,26 @@ def test_policy_check_names_the_port_up_must_use(home: Home, tmp_path: Path) -> 
     assert f"Review page for agents: http://localhost:9123/review {listen}" in out
     policy.write_text(policy.read_text().replace("http://localhost:9123/review", "https://review.example.org"))
     assert "https://review.example.org (not a local address" in run("policy", "check", "--policy", str(policy))
+
+
+def test_every_command_that_reads_a_policy_shares_one_policy_option() -> None:
+    """``--policy`` is declared once (``cli/context.py``), so its default order cannot drift."""
+    import click
+
+    def commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+        out: list[tuple[str, click.Command]] = []
+        for name, command in group.commands.items():
+            out.append((prefix + name, command))
+            if isinstance(command, click.Group):
+                out += commands(command, prefix + name + " ")
+        return out
+
+    taking = {
+        name: next(p for p in command.params if p.name == "policy_file")
+        for name, command in commands(cli)
+        if any(p.name == "policy_file" for p in command.params)
+    }
+    assert sorted(taking) == ["commit", "host-config", "policy check", "proxy", "up"]
+    assert len({(tuple(p.opts), p.envvar, getattr(p, "help", None)) for p in taking.values()}) == 1
+    sources = "".join(p.read_text() for p in (Path(__file__).parent.parent / "gatekeeper" / "cli").glob("*.py"))
+    assert len(re.findall(r'click\.option\(\s*"--policy"', sources)) == 1

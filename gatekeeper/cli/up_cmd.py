@@ -8,7 +8,7 @@ import time
 
 import click
 
-from gatekeeper.cli.context import Ctx, pass_ctx
+from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 from gatekeeper.cli.review_cmd import DEFAULT_PORT, _name, _password
 
 
@@ -18,13 +18,7 @@ from gatekeeper.cli.review_cmd import DEFAULT_PORT, _name, _password
     type=click.IntRange(1, 65535),
     help=f"Port of the review page. Default: the port of the policy's review_url, else {DEFAULT_PORT}.",
 )
-@click.option(
-    "--policy",
-    "policy_file",
-    type=click.Path(dir_okay=False),
-    envvar="GATEKEEPER_POLICY",
-    help="Policy file. Default: $GATEKEEPER_POLICY, ./policy.yaml, then policy.yaml in the home.",
-)
+@POLICY
 @click.option("--reviewer", "reviewer_name", help="On first run: the first reviewer's name (else asked).")
 @click.option("--password-stdin", is_flag=True, help="On first run: read the first reviewer's password from stdin.")
 @pass_ctx
