@@ -183,6 +183,7 @@ def test_proposals_filter_by_server_since_and_limit(home: Home, filled: dict[str
     assert len(jsonl(run("audit", "proposals", "--server", "files", "--json"))) == 2
     assert len(jsonl(run("audit", "proposals", "--limit", "2", "--json"))) == 2
     assert len(jsonl(run("audit", "proposals", "--since", "1h", "--json"))) == 5
+    assert len(jsonl(run("audit", "proposals", "--since", "1w", "--json"))) == 5
     assert jsonl(run("audit", "proposals", "--since", "2999-01-01T00:00:00Z", "--json")) == []
     assert len(jsonl(run("audit", "proposals", "--since", "2000-01-01", "--json"))) == 5
 
@@ -195,6 +196,7 @@ def test_proposals_filter_by_server_since_and_limit(home: Home, filled: dict[str
         (["audit", "proposals", "--limit", "x"], "'x' is not a valid integer"),
         (["audit", "proposals", "--since", "yesterday"], "neither a duration"),
         (["audit", "log", "--since", "5x"], "neither a duration"),
+        (["audit", "log", "--since", "99999999999w"], "neither a duration"),
         (["audit", "export", "--format", "xml"], "'xml' is not one of"),
         (["audit", "show"], "Missing argument 'PROPOSAL_ID'"),
         (["audit", "nope"], "No such command 'nope'"),

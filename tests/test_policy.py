@@ -125,6 +125,39 @@ def test_defaults_are_inherited_by_rules_that_leave_them_out(tmp_path):
     assert policy.rule("notes", "not_named").action == "deny"
 
 
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("90s", timedelta(seconds=90)),
+        ("30m", timedelta(minutes=30)),
+        ("24h", timedelta(hours=24)),
+        ("7d", timedelta(days=7)),
+        ("2w", timedelta(weeks=2)),
+        ("3650d", timedelta(days=3650)),
+    ],
+)
+def test_durations_take_every_unit_that_since_takes(tmp_path, text, expected):
+    """policy.yaml and ``audit --since`` share one duration grammar (weeks included)."""
+    policy = load_policy(write(tmp_path, BASE.replace("servers:", f"defaults:\n  expires_after: {text}\nservers:", 1)))
+    assert policy.defaults.expires_after == expected
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("0s", "longer than zero"),
+        ("3651d", "at most 3650d"),
+        ("99999999999999999999w", "at most 3650d"),
+        ("1y", "expected a duration"),
+        ("١h", "expected a duration"),
+    ],
+)
+def test_durations_out_of_range_or_unknown_are_refused(tmp_path, text, message):
+    path = write(tmp_path, BASE.replace("servers:", f"defaults:\n  expires_after: {text}\nservers:", 1))
+    with pytest.raises(PolicyError, match=message):
+        load_policy(path)
+
+
 # ---------------------------------------------------------------- broken policies
 
 BROKEN = {
@@ -174,7 +207,7 @@ BROKEN = {
     ),
     "bad duration": (
         BASE.replace("servers:", "defaults:\n  expires_after: 7 days\nservers:", 1),
-        "policy.yaml:3: defaults.expires_after: expected a duration such as '90s', '30m', '24h' or '7d',"
+        "policy.yaml:3: defaults.expires_after: expected a duration such as '90s', '30m', '24h', '7d' or '2w',"
         " got a string '7 days'",
     ),
     "unquoted file_mode": (

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, StrictStr, ValidationInfo
 
+from gatekeeper.canonical import duration_seconds
 from gatekeeper.policy.globs import check_glob
 from gatekeeper.policy.messages import describe_value, fail
 
@@ -31,8 +32,6 @@ __all__ = [
 ]
 
 SERVER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
-_DURATION = re.compile(r"([0-9]+)([smhd])")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _MAX_DURATION = timedelta(days=3650)  # beyond this timedelta arithmetic is a bug waiting to happen
 _MAX_BYTES_CAP = 100 * 1024 * 1024  # a reviewer has to read the content in a browser
 
@@ -40,10 +39,9 @@ _MAX_BYTES_CAP = 100 * 1024 * 1024  # a reviewer has to read the content in a br
 def _parse_duration(value: object) -> object:
     if isinstance(value, timedelta):
         return value
-    match = _DURATION.fullmatch(value) if isinstance(value, str) else None
-    if not match:
-        fail(f"expected a duration such as '90s', '30m', '24h' or '7d', got {describe_value(value)}")
-    seconds = int(match[1]) * _UNITS[match[2]]
+    seconds = duration_seconds(value) if isinstance(value, str) else None
+    if seconds is None:
+        fail(f"expected a duration such as '90s', '30m', '24h', '7d' or '2w', got {describe_value(value)}")
     if seconds <= 0:
         fail("a duration must be longer than zero")
     if seconds > _MAX_DURATION.total_seconds():
