@@ -584,3 +584,18 @@ def test_every_command_that_reads_a_policy_shares_one_policy_option() -> None:
     assert len({(tuple(p.opts), p.envvar, getattr(p, "help", None)) for p in taking.values()}) == 1
     sources = "".join(p.read_text() for p in (Path(__file__).parent.parent / "gatekeeper" / "cli").glob("*.py"))
     assert len(re.findall(r'click\.option\(\s*"--policy"', sources)) == 1
+
+
+@pytest.mark.parametrize("name, ok", [("jane.doe", True), ("Jane", False), ("a" + "b" * 32, False)])
+def test_reviewer_names_follow_the_one_name_grammar(home: Home, name: str, ok: bool) -> None:
+    args = ["--home", str(home.path), "reviewer", "add", name, "--password-stdin"]
+    result = CliRunner().invoke(cli, args, input="a long enough password\n")
+    if ok:
+        assert result.exit_code == 0 and f"Added reviewer {name}." in result.output
+    else:
+        assert result.exit_code == 2, result.output
+        assert f"Error: reviewer name {name!r} is not allowed" in result.stderr
+        assert (
+            "a reviewer name must start with a lowercase letter and use only a-z, 0-9, '.', '_' and '-'"
+            in result.stderr
+        )

@@ -602,3 +602,36 @@ def test_policy_models_are_frozen(tmp_path):
     assert isinstance(policy, Policy)
     with pytest.raises(ValueError, match="frozen"):
         policy.servers["notes"].command = "sh"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "rule, name, allowed",
+    [
+        ("server", "notes", True),
+        ("server", "a" + "b" * 31, True),
+        ("server", "a" + "b" * 32, False),
+        ("server", "my.notes", False),
+        ("server", "Notes", False),
+        ("server", "1notes", False),
+        ("prefix", "p" * 60, True),  # a prefix never had a length limit of its own
+        ("prefix", "p.x", False),
+        ("reviewer", "jane.doe", True),
+        ("reviewer", "a" + "b" * 32, False),
+        ("reviewer", "jane doe", False),
+        ("reviewer", "jane\n", False),
+    ],
+)
+def test_one_name_grammar_keeps_what_each_kind_allowed(rule: str, name: str, allowed: bool) -> None:
+    from gatekeeper import names
+
+    kind = {"server": names.SERVER, "prefix": names.PREFIX, "reviewer": names.REVIEWER}[rule]
+    assert kind.allows(name) is allowed
+
+
+def test_a_bad_prefix_says_what_a_prefix_may_hold(tmp_path):
+    text = BASE.replace("    command:", "    prefix: my.notes\n    command:", 1)
+    with pytest.raises(PolicyError) as caught:
+        load_policy(write(tmp_path, text))
+    assert "prefix 'my.notes' must start with a lowercase letter and use only a-z, 0-9, '_' and '-'" in str(
+        caught.value
+    )

@@ -9,7 +9,7 @@ import time
 import click
 
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
-from gatekeeper.cli.review_cmd import DEFAULT_PORT, _name, _password
+from gatekeeper.cli.review_cmd import DEFAULT_PORT, check_reviewer_name, read_password
 
 
 @click.command()
@@ -54,8 +54,8 @@ def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str |
     with Reader(home.require().db_path) as reader:
         reviewers = [r["name"] for r in reader.reviewers() if r["disabled_at"] is None]
     if not reviewers:
-        name = _name(reviewer_name or click.prompt("First reviewer's name", default="me"))
-        hashed = hash_password(_password(password_stdin))
+        name = check_reviewer_name(reviewer_name or click.prompt("First reviewer's name", default="me"))
+        hashed = hash_password(read_password(password_stdin))
         with Store(home.db_path) as store:
             store.add_reviewer(name, hashed, actor=ctx.actor)
         click.echo(f"Added reviewer {name}.")

@@ -30,10 +30,10 @@ from pydantic import (
 )
 
 from gatekeeper.errors import PolicyError
+from gatekeeper.names import PREFIX, SERVER
 from gatekeeper.policy.globs import glob_match
 from gatekeeper.policy.messages import describe_value, fail, line_of, locate, suggest
 from gatekeeper.policy.scalars import (
-    SERVER_NAME,
     Bytes,
     Duration,
     FileMode,
@@ -59,7 +59,6 @@ __all__ = [
 
 RESERVED_TOOL = "gatekeeper_proposal_status"
 DEFAULT_REVIEW_URL = "http://127.0.0.1:8765"
-_PREFIX = re.compile(r"[a-z][a-z0-9_-]*")
 _CONFIG = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -190,8 +189,8 @@ class Server(BaseModel):
     @field_validator("prefix")
     @classmethod
     def _prefix(cls, value: str | None) -> str | None:
-        if value is not None and not _PREFIX.fullmatch(value):
-            fail(f"prefix {value!r} must start with a lowercase letter and use only a-z, 0-9, '_' and '-'")
+        if value is not None and not PREFIX.allows(value):
+            fail(f"prefix {value!r} {PREFIX.rule}")
         return value
 
 
@@ -227,7 +226,7 @@ class Policy(BaseModel):
         for name, server in data["servers"].items():
             if isinstance(server, dict):
                 server = dict(server)
-                if isinstance(name, str) and SERVER_NAME.fullmatch(name):
+                if isinstance(name, str) and SERVER.allows(name):
                     server.setdefault("prefix", name)
                 if isinstance(server.get("tools"), dict):
                     tools = {}

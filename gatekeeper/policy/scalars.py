@@ -15,11 +15,11 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, StrictStr, ValidationInfo
 
 from gatekeeper.canonical import duration_seconds
+from gatekeeper.names import SERVER
 from gatekeeper.policy.globs import check_glob
 from gatekeeper.policy.messages import describe_value, fail
 
 __all__ = [
-    "SERVER_NAME",
     "Bytes",
     "Duration",
     "FileMode",
@@ -31,7 +31,6 @@ __all__ = [
     "resolve_path",
 ]
 
-SERVER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 _MAX_DURATION = timedelta(days=3650)  # beyond this timedelta arithmetic is a bug waiting to happen
 _MAX_BYTES_CAP = 100 * 1024 * 1024  # a reviewer has to read the content in a browser
 
@@ -74,11 +73,8 @@ def _check_glob(pattern: str) -> str:
 
 
 def _check_server_name(name: str) -> str:
-    if not SERVER_NAME.fullmatch(name):
-        fail(
-            f"server name {name!r} must start with a lowercase letter and use only a-z, 0-9, '_' and '-'"
-            " (at most 32 characters)"
-        )
+    if not SERVER.allows(name):
+        fail(f"server name {name!r} {SERVER.rule}")
     return name
 
 
