@@ -635,3 +635,16 @@ def test_a_bad_prefix_says_what_a_prefix_may_hold(tmp_path):
     assert "prefix 'my.notes' must start with a lowercase letter and use only a-z, 0-9, '_' and '-'" in str(
         caught.value
     )
+
+
+def test_a_policy_built_from_a_document_names_its_file_and_lines(tmp_path):
+    """``Policy.from_document`` is the public way to say where a policy came from (the loader uses it)."""
+    data = yaml.safe_load(BASE)
+    source = tmp_path / "p.yaml"
+    policy = Policy.from_document(
+        data, source=source, display="conf/p.yaml", lines={("servers", "notes", "workspace"): 5}
+    )
+    assert policy.source == source and policy.base_dir == source.parent
+    assert policy.servers["notes"].workspace == tmp_path / "ws"
+    assert policy.check_workspaces()[0].startswith("conf/p.yaml:5: servers.notes.workspace: ")
+    assert policy.digest == load_policy(write(tmp_path, BASE)).digest  # where it came from is not policy

@@ -216,16 +216,13 @@ def _parse(text: str, source: Path, display: str) -> Policy:
     finally:
         loader.dispose()
     try:
-        policy = Policy.model_validate(data, context={"base_dir": source.parent})
+        policy = Policy.from_document(data, source=source, display=display, lines=lines)
     except ValidationError as exc:
         found = sorted(set(_messages(exc, display, lines, nodes)))
         shown = [message for _, message in found[:10]]
         if len(found) > 10:
             shown.append(f"... and {len(found) - 10} more")
         raise PolicyError("\n".join(shown)) from None
-    policy._source = source
-    policy._display = display
-    policy._lines = lines
     policy.exposed_tools()  # name clashes are load errors, not surprises at the first tools/list
     return policy
 

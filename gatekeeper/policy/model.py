@@ -195,7 +195,7 @@ class Server(BaseModel):
 
 
 class Policy(BaseModel):
-    """The validated policy. Build it with ``load_policy``, which also records file and lines."""
+    """The validated policy. Build it with ``load_policy`` (or ``from_document``), which also records file and lines."""
 
     model_config = _CONFIG
     version: Version
@@ -246,6 +246,19 @@ class Policy(BaseModel):
         return value.rstrip("/")
 
     # ---- where it came from
+
+    @classmethod
+    def from_document(
+        cls, data: object, *, source: Path, display: str, lines: dict[tuple[Any, ...], int] | None = None
+    ) -> Policy:
+        """Validate a parsed policy file, keeping where it came from (not part of the digest).
+
+        ``source`` is the file's absolute path (relative paths resolve against its folder),
+        ``display`` how to name it in messages, ``lines`` each key path's line number.
+        """
+        policy = cls.model_validate(data, context={"base_dir": source.parent})
+        policy._source, policy._display, policy._lines = source, display, dict(lines or {})
+        return policy
 
     @property
     def source(self) -> Path:
