@@ -52,7 +52,7 @@ def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str |
     for name in home.tighten_db_files():
         click.echo(f"Made {home.path / name} private (mode 0600); it was readable by others")
     with Reader(home.require().db_path) as reader:
-        reviewers = [r["name"] for r in reader.reviewers() if r["disabled_at"] is None]
+        reviewers: list[str] = [r["name"] for r in reader.reviewers() if r["disabled_at"] is None]
     if not reviewers:
         name = check_reviewer_name(reviewer_name or click.prompt("First reviewer's name", default="me"))
         hashed = hash_password(read_password(password_stdin))
@@ -60,7 +60,7 @@ def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str |
             store.add_reviewer(name, hashed, actor=ctx.actor)
         click.echo(f"Added reviewer {name}.")
         reviewers = [name]
-    who = reviewer_name if reviewer_name in reviewers else reviewers[0]
+    who = reviewer_name if reviewer_name is not None and reviewer_name in reviewers else reviewers[0]
 
     children = [
         Child("review page", child_argv(home, "review", "--port", str(port)), home.log_dir / "review.log"),
