@@ -646,5 +646,6 @@ def test_a_policy_built_from_a_document_names_its_file_and_lines(tmp_path):
     )
     assert policy.source == source and policy.base_dir == source.parent
     assert policy.servers["notes"].workspace == tmp_path / "ws"
+    assert policy.where(("servers", "notes", "workspace")) == "conf/p.yaml:5: servers.notes.workspace"
     assert policy.check_workspaces()[0].startswith("conf/p.yaml:5: servers.notes.workspace: ")
     assert policy.digest == load_policy(write(tmp_path, BASE)).digest  # where it came from is not policy

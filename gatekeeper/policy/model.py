@@ -276,7 +276,8 @@ class Policy(BaseModel):
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
-    def _where(self, path: tuple[Any, ...]) -> str:
+    def where(self, path: tuple[Any, ...]) -> str:
+        """``file:line: key.path`` for a key path, as every policy message starts."""
         return locate(self._display, line_of(self._lines, path), path)
 
     # ---- naming
@@ -304,7 +305,7 @@ class Policy(BaseModel):
                     if written == {other}:
                         culprit, other = other, name
                     key: tuple[str, ...] = ("servers", culprit, "prefix")
-                    where = self._where(key if key in self._lines else key[:2])
+                    where = self.where(key if key in self._lines else key[:2])
                     raise PolicyError(
                         f"{where}: prefix {prefix!r} is already used by server {other!r}"
                         " (give each server its own 'prefix')"
@@ -319,12 +320,12 @@ class Policy(BaseModel):
                 key = ("servers", name, "tools", tool)
                 if host == RESERVED_TOOL:
                     raise PolicyError(
-                        f"{self._where(key)}: the tool name {RESERVED_TOOL!r} is reserved by Gatekeeper "
+                        f"{self.where(key)}: the tool name {RESERVED_TOOL!r} is reserved by Gatekeeper "
                         "(deny this tool, or add a second server so names get a prefix)"
                     )
                 if host in exposed:
                     other = ".".join(("servers", exposed[host][0], "tools", exposed[host][1]))
-                    raise PolicyError(f"{self._where(key)}: host-facing name {host!r} clashes with {other}")
+                    raise PolicyError(f"{self.where(key)}: host-facing name {host!r} clashes with {other}")
                 exposed[host] = (name, tool)
         return exposed
 
@@ -360,7 +361,7 @@ class Policy(BaseModel):
         problems = []
         for name, server in self.servers.items():
             for key, folder in (("workspace", server.workspace), ("cwd", server.cwd)):
-                where = self._where(("servers", name, key))
+                where = self.where(("servers", name, key))
                 if not folder.exists():
                     problems.append(f"{where}: {folder} does not exist (create it: mkdir -p {folder})")
                 elif not folder.is_dir():
