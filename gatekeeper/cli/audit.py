@@ -121,6 +121,11 @@ def show(ctx: Ctx, proposal_id: str, content: bool, as_json: bool) -> None:
         sys.stdout.buffer.write(raw)
         sys.stdout.flush()
         return
+    _print_proposal(detail)
+
+
+def _print_proposal(detail: dict[str, Any]) -> None:
+    """``audit show`` for people: the proposal's facts, then its events."""
     decision, commit = detail["decision"], detail["commit"]
     kv(
         f"proposal {detail['id']}",
