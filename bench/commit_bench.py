@@ -125,7 +125,7 @@ def watch_latencies(root: Path, approvals: int, log: Callable[[str], None]) -> l
         env.pop(var)
     errors = open(root / "watch-stderr.txt", "w+")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gatekeeper.commit", "commit", "--watch", "--policy", str(bed.policy)],
+        [sys.executable, "-m", "gatekeeper", "commit", "--watch", "--policy", str(bed.policy)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=errors,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -82,18 +83,30 @@ def parse_ts(text: str) -> datetime:
     return value.astimezone(UTC)
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"([0-9]+)([smhdw])")
+
+
+def duration_seconds(text: str) -> int | None:
+    """``90s``, ``30m``, ``24h``, ``7d``, ``2w`` → seconds; None if ``text`` is not a duration.
+
+    The one grammar for durations, shared by policy.yaml and ``--since``, so a unit that works
+    in one place works in the other. Seconds, not a timedelta: range checks are the caller's
+    (they differ by use), and a huge value must reach them rather than overflow here.
+    """
+    match = _DURATION.fullmatch(text)
+    return int(match[1]) * DURATION_UNITS[match[2]] if match else None
 
 
 def parse_since(text: str, now: datetime | None = None) -> str:
     """``--since`` value → canonical timestamp: a duration ago (``90s``, ``1h``, ``7d``) or ISO-8601."""
     text = text.strip()
     now = now or utc_now()
-    if text[:-1].isdigit() and text[-1:] in _UNITS:
-        return format_ts(now - timedelta(seconds=int(text[:-1]) * _UNITS[text[-1]]))
     try:
+        if (ago := duration_seconds(text)) is not None:
+            return format_ts(now - timedelta(seconds=ago))
         return format_ts(parse_ts(text))
-    except ValueError:
+    except (ValueError, OverflowError):
         raise ValueError(
             f"'{text}' is neither a duration (like 30m, 1h, 7d) nor an ISO-8601 time (like 2026-11-29T10:00:00Z)"
         ) from None

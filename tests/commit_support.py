@@ -5,7 +5,7 @@ The runner forks committers from a ``forkserver`` that has the committer's modul
 already: each is a real process (killable with SIGKILL, exiting through ``os._exit``), running
 the same click entry point as ``gatekeeper commit``, but without ~0.7 s of imports per start,
 which is what lets the suite afford hundreds of kills. ``real=True`` runs
-``python -m gatekeeper.commit`` instead, the way a person would.
+``python -m gatekeeper commit`` instead, the way a person would.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ class Run:
 
 
 def _child_main(argv: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
-    """Runs in a forked process: the same entry point as `python -m gatekeeper.commit`."""
+    """Runs in a forked process: the same entry point as `python -m gatekeeper commit`."""
     for fd, path in ((1, out), (2, err)):
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
@@ -185,9 +185,9 @@ def _child_main(argv: list[str], env: dict[str, str], cwd: str, out: str, err: s
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
-    from gatekeeper.commit.__main__ import main
+    from gatekeeper.cli import cli
 
-    main(argv)
+    cli.main(args=argv, prog_name="gatekeeper")
 
 
 _CTX: Any = None
@@ -204,7 +204,7 @@ def _warm_up() -> None:
     import shutil
     import tempfile
 
-    from gatekeeper.commit.__main__ import main
+    from gatekeeper.cli import cli
 
     root = Path(tempfile.mkdtemp(prefix="gk-warm-"))
     saved = dict(os.environ)
@@ -215,7 +215,7 @@ def _warm_up() -> None:
         sink = io.StringIO()
         for args in (["--once"], ["--once", "--json"]):
             with contextlib.suppress(SystemExit), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-                main(["commit", *args, "--policy", str(world.policy)])
+                cli.main(args=["commit", *args, "--policy", str(world.policy)], prog_name="gatekeeper")
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -230,7 +230,7 @@ def _forkserver() -> Any:
     with _CTX_LOCK:
         if _CTX is None:
             ctx = mp.get_context("forkserver")
-            ctx.set_forkserver_preload(["gatekeeper.cli", "gatekeeper.commit.__main__", "tests.commit_support"])
+            ctx.set_forkserver_preload(["gatekeeper.cli", "tests.commit_support"])
             os.environ[_WARM] = "1"  # the server inherits it when it starts, just below
             try:
                 p = ctx.Process(target=time.sleep, args=(0,))
@@ -263,7 +263,7 @@ class Committer:
         self.real = real
         if real:
             self.proc: Any = subprocess.Popen(
-                [PY, "-m", "gatekeeper.commit", *argv],
+                [PY, "-m", "gatekeeper", *argv],
                 env=env,
                 cwd=world.root,
                 stdout=open(self.out_path, "wb"),  # noqa: SIM115 - the child owns it

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -177,6 +178,7 @@ def test_proposals_filter_by_server_since_and_limit(home: Home, filled: dict[str
     assert len(jsonl(run("audit", "proposals", "--server", "files", "--json"))) == 2
     assert len(jsonl(run("audit", "proposals", "--limit", "2", "--json"))) == 2
     assert len(jsonl(run("audit", "proposals", "--since", "1h", "--json"))) == 5
+    assert len(jsonl(run("audit", "proposals", "--since", "1w", "--json"))) == 5
     assert jsonl(run("audit", "proposals", "--since", "2999-01-01T00:00:00Z", "--json")) == []
     assert len(jsonl(run("audit", "proposals", "--since", "2000-01-01", "--json"))) == 5
 
@@ -189,6 +191,7 @@ def test_proposals_filter_by_server_since_and_limit(home: Home, filled: dict[str
         (["audit", "proposals", "--limit", "x"], "'x' is not a valid integer"),
         (["audit", "proposals", "--since", "yesterday"], "neither a duration"),
         (["audit", "log", "--since", "5x"], "neither a duration"),
+        (["audit", "log", "--since", "99999999999w"], "neither a duration"),
         (["audit", "export", "--format", "xml"], "'xml' is not one of"),
         (["audit", "show"], "Missing argument 'PROPOSAL_ID'"),
         (["audit", "nope"], "No such command 'nope'"),
@@ -552,3 +555,41 @@ def test_policy_check_names_the_port_up_must_use(home: Home, tmp_path: Path) -> 
     assert f"Review page for agents: http://localhost:9123/review {listen}" in out
     policy.write_text(policy.read_text().replace("http://localhost:9123/review", "https://review.example.org"))
     assert "https://review.example.org (not a local address" in run("policy", "check", "--policy", str(policy))
+
+
+def test_every_command_that_reads_a_policy_shares_one_policy_option() -> None:
+    """``--policy`` is declared once (``cli/context.py``), so its default order cannot drift."""
+    import click
+
+    def commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+        out: list[tuple[str, click.Command]] = []
+        for name, command in group.commands.items():
+            out.append((prefix + name, command))
+            if isinstance(command, click.Group):
+                out += commands(command, prefix + name + " ")
+        return out
+
+    taking = {
+        name: next(p for p in command.params if p.name == "policy_file")
+        for name, command in commands(cli)
+        if any(p.name == "policy_file" for p in command.params)
+    }
+    assert sorted(taking) == ["commit", "host-config", "policy check", "proxy", "up"]
+    assert len({(tuple(p.opts), p.envvar, getattr(p, "help", None)) for p in taking.values()}) == 1
+    sources = "".join(p.read_text() for p in (Path(__file__).parent.parent / "gatekeeper" / "cli").glob("*.py"))
+    assert len(re.findall(r'click\.option\(\s*"--policy"', sources)) == 1
+
+
+@pytest.mark.parametrize("name, ok", [("jane.doe", True), ("Jane", False), ("a" + "b" * 32, False)])
+def test_reviewer_names_follow_the_one_name_grammar(home: Home, name: str, ok: bool) -> None:
+    args = ["--home", str(home.path), "reviewer", "add", name, "--password-stdin"]
+    result = CliRunner().invoke(cli, args, input="a long enough password\n")
+    if ok:
+        assert result.exit_code == 0 and f"Added reviewer {name}." in result.output
+    else:
+        assert result.exit_code == 2, result.output
+        assert f"Error: reviewer name {name!r} is not allowed" in result.stderr
+        assert (
+            "a reviewer name must start with a lowercase letter and use only a-z, 0-9, '.', '_' and '-'"
+            in result.stderr
+        )

@@ -90,7 +90,7 @@ def test_bad_invocations_say_what_to_do(world: World, tmp_path: Path) -> None:
     env = commit_env(world)
     env["GATEKEEPER_HOME"] = str(tmp_path / "nowhere")
     missing = subprocess.run(
-        [PY, "-m", "gatekeeper.commit", "commit", "--once", "--policy", str(world.policy)],
+        [PY, "-m", "gatekeeper", "commit", "--once", "--policy", str(world.policy)],
         env=env,
         capture_output=True,
         text=True,
@@ -160,6 +160,21 @@ def test_the_committer_imports_neither_the_sdk_nor_fastapi() -> None:
     assert done.stdout.strip() == "[]", done.stderr
 
 
+def test_the_commit_package_does_not_import_the_cli() -> None:
+    """The CLI calls the committer, never the other way round: ``python -m gatekeeper commit`` is the
+    one way to run it, and ``gatekeeper.commit`` stays importable without click or the CLI."""
+    import ast
+
+    offenders = []
+    for path in sorted((REPO / "gatekeeper" / "commit").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            offenders += [f"{path.name}: {n}" for n in names if n == "click" or n.startswith("gatekeeper.cli")]
+    assert offenders == []
+
+
 # -- the outcome reaches the host --------------------------------------------------------------
 
 
@@ -202,7 +217,7 @@ async def test_outcome_reaches_the_host_through_proposal_status(tmp_path: Path, 
 
 def test_python_dash_m_help_lists_the_command() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "gatekeeper.commit", "commit", "--help"],
+        [sys.executable, "-m", "gatekeeper", "commit", "--help"],
         capture_output=True,
         text=True,
         cwd=REPO,

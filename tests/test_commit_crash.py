@@ -147,10 +147,10 @@ def test_crash_campaign_keeps_every_invariant(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_crash_campaign_with_real_cli_processes(tmp_path: Path) -> None:
-    """The same, with `python -m gatekeeper.commit` started from scratch for every run."""
+    """The same, with `python -m gatekeeper commit` started from scratch for every run."""
     start = time.perf_counter()
     tally = campaign(tmp_path, 16, seed=5000, real=True, window=1.2)
-    report("crash campaign (python -m gatekeeper.commit)", tally, time.perf_counter() - start)
+    report("crash campaign (python -m gatekeeper commit)", tally, time.perf_counter() - start)
     assert not tally.violations, "\n".join(tally.violations[:20])
     assert tally.kills >= 16
 

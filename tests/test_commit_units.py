@@ -235,3 +235,19 @@ def test_batches_are_bounded_by_count_and_bytes(tmp_path: Path, monkeypatch: pyt
     sizes = [10, 10, 10, 10, 90, 5, 200, 1]
     batches = [[x.size for x in b] for b in c._batches([cand(i, s) for i, s in enumerate(sizes)])]
     assert batches == [[10, 10, 10], [10, 90], [5], [200], [1]]
+
+
+def test_planted_bugs_replace_named_steps_only_through_the_seam() -> None:
+    """Fault injection stays behind ``Switches`` (testing.py); the production modules read without it."""
+    from gatekeeper.commit import committer, planted
+
+    assert Switches().step("publish", fsops.publish) is fsops.publish
+    in_place = Switches.from_env({"GATEKEEPER_PLANT_BUG": "in_place"})
+    assert in_place.step("publish", fsops.publish) is planted.in_place
+    assert in_place.step("record_outcomes", committer.record_outcomes) is committer.record_outcomes
+    separate = Switches.from_env({"GATEKEEPER_PLANT_BUG": "separate_event"})
+    assert separate.step("record_outcomes", committer.record_outcomes) is planted.separate_event
+    assert separate.step("publish", fsops.publish) is fsops.publish
+    for module in (committer, fsops):
+        code = Path(str(module.__file__)).read_text().split('"""', 2)[2]  # after the module docstring
+        assert ".bug" not in code and "planted" not in code.lower(), module.__name__

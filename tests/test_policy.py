@@ -125,6 +125,39 @@ def test_defaults_are_inherited_by_rules_that_leave_them_out(tmp_path):
     assert policy.rule("notes", "not_named").action == "deny"
 
 
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("90s", timedelta(seconds=90)),
+        ("30m", timedelta(minutes=30)),
+        ("24h", timedelta(hours=24)),
+        ("7d", timedelta(days=7)),
+        ("2w", timedelta(weeks=2)),
+        ("3650d", timedelta(days=3650)),
+    ],
+)
+def test_durations_take_every_unit_that_since_takes(tmp_path, text, expected):
+    """policy.yaml and ``audit --since`` share one duration grammar (weeks included)."""
+    policy = load_policy(write(tmp_path, BASE.replace("servers:", f"defaults:\n  expires_after: {text}\nservers:", 1)))
+    assert policy.defaults.expires_after == expected
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("0s", "longer than zero"),
+        ("3651d", "at most 3650d"),
+        ("99999999999999999999w", "at most 3650d"),
+        ("1y", "expected a duration"),
+        ("١h", "expected a duration"),
+    ],
+)
+def test_durations_out_of_range_or_unknown_are_refused(tmp_path, text, message):
+    path = write(tmp_path, BASE.replace("servers:", f"defaults:\n  expires_after: {text}\nservers:", 1))
+    with pytest.raises(PolicyError, match=message):
+        load_policy(path)
+
+
 # ---------------------------------------------------------------- broken policies
 
 BROKEN = {
@@ -174,7 +207,7 @@ BROKEN = {
     ),
     "bad duration": (
         BASE.replace("servers:", "defaults:\n  expires_after: 7 days\nservers:", 1),
-        "policy.yaml:3: defaults.expires_after: expected a duration such as '90s', '30m', '24h' or '7d',"
+        "policy.yaml:3: defaults.expires_after: expected a duration such as '90s', '30m', '24h', '7d' or '2w',"
         " got a string '7 days'",
     ),
     "unquoted file_mode": (
@@ -569,3 +602,50 @@ def test_policy_models_are_frozen(tmp_path):
     assert isinstance(policy, Policy)
     with pytest.raises(ValueError, match="frozen"):
         policy.servers["notes"].command = "sh"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "rule, name, allowed",
+    [
+        ("server", "notes", True),
+        ("server", "a" + "b" * 31, True),
+        ("server", "a" + "b" * 32, False),
+        ("server", "my.notes", False),
+        ("server", "Notes", False),
+        ("server", "1notes", False),
+        ("prefix", "p" * 60, True),  # a prefix never had a length limit of its own
+        ("prefix", "p.x", False),
+        ("reviewer", "jane.doe", True),
+        ("reviewer", "a" + "b" * 32, False),
+        ("reviewer", "jane doe", False),
+        ("reviewer", "jane\n", False),
+    ],
+)
+def test_one_name_grammar_keeps_what_each_kind_allowed(rule: str, name: str, allowed: bool) -> None:
+    from gatekeeper import names
+
+    kind = {"server": names.SERVER, "prefix": names.PREFIX, "reviewer": names.REVIEWER}[rule]
+    assert kind.allows(name) is allowed
+
+
+def test_a_bad_prefix_says_what_a_prefix_may_hold(tmp_path):
+    text = BASE.replace("    command:", "    prefix: my.notes\n    command:", 1)
+    with pytest.raises(PolicyError) as caught:
+        load_policy(write(tmp_path, text))
+    assert "prefix 'my.notes' must start with a lowercase letter and use only a-z, 0-9, '_' and '-'" in str(
+        caught.value
+    )
+
+
+def test_a_policy_built_from_a_document_names_its_file_and_lines(tmp_path):
+    """``Policy.from_document`` is the public way to say where a policy came from (the loader uses it)."""
+    data = yaml.safe_load(BASE)
+    source = tmp_path / "p.yaml"
+    policy = Policy.from_document(
+        data, source=source, display="conf/p.yaml", lines={("servers", "notes", "workspace"): 5}
+    )
+    assert policy.source == source and policy.base_dir == source.parent
+    assert policy.servers["notes"].workspace == tmp_path / "ws"
+    assert policy.where(("servers", "notes", "workspace")) == "conf/p.yaml:5: servers.notes.workspace"
+    assert policy.check_workspaces()[0].startswith("conf/p.yaml:5: servers.notes.workspace: ")
+    assert policy.digest == load_policy(write(tmp_path, BASE)).digest  # where it came from is not policy

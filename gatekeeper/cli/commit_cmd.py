@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from gatekeeper.cli.context import Ctx, pass_ctx
+from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json
 from gatekeeper.errors import GatekeeperError
 
@@ -30,13 +30,7 @@ def _line(r: Any) -> str:
 @click.command()
 @click.option("--once", is_flag=True, help="Commit every waiting approval, then exit (the default).")
 @click.option("--watch", is_flag=True, help="Stay up and commit each approval as it arrives (Ctrl-C stops).")
-@click.option(
-    "--policy",
-    "policy_file",
-    type=click.Path(dir_okay=False),
-    envvar="GATEKEEPER_POLICY",
-    help="Policy file. Default: $GATEKEEPER_POLICY, ./policy.yaml, then policy.yaml in the home.",
-)
+@POLICY
 @click.option(
     "--batch",
     type=click.IntRange(1, 1000),

@@ -1,4 +1,4 @@
-"""What every subcommand shares: the resolved home, and who is acting."""
+"""What every subcommand shares: the resolved home, who is acting, and the ``--policy`` option."""
 
 from __future__ import annotations
 
@@ -27,3 +27,12 @@ class Ctx:
 
 
 pass_ctx = click.make_pass_decorator(Ctx)
+
+# One declaration for every command that reads the policy, so the default order is stated once.
+POLICY = click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False),
+    envvar="GATEKEEPER_POLICY",
+    help="Policy file. Default: $GATEKEEPER_POLICY, ./policy.yaml, then policy.yaml in the home.",
+)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from gatekeeper.cli.context import Ctx, pass_ctx
+from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 from gatekeeper.errors import GatekeeperError
 
 HOST_PATH = "/usr/bin:/bin"  # what a desktop host gives, at least
@@ -25,13 +25,7 @@ SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
 
 
 @click.command("host-config")
-@click.option(
-    "--policy",
-    "policy_file",
-    type=click.Path(dir_okay=False),
-    envvar="GATEKEEPER_POLICY",
-    help="Policy file. Default: $GATEKEEPER_POLICY, ./policy.yaml, then policy.yaml in the home.",
-)
+@POLICY
 @click.option("--name", default="gatekeeper", show_default=True, help="The server's name in the host's list.")
 @pass_ctx
 def host_config(ctx: Ctx, policy_file: str | None, name: str) -> None:

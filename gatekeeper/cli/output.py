@@ -23,11 +23,6 @@ def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str))
 
 
-def emit_jsonl(rows: Iterable[dict[str, Any]]) -> None:
-    for row in rows:
-        emit_json(row)
-
-
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     t = Table(title=title, show_lines=False, header_style="bold")
     for column in columns:

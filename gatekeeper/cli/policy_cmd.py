@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gatekeeper.cli.context import Ctx, pass_ctx
+from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json, table
 
 
@@ -14,13 +14,7 @@ def policy() -> None:
 
 
 @policy.command()
-@click.option(
-    "--policy",
-    "policy_file",
-    type=click.Path(dir_okay=False),
-    envvar="GATEKEEPER_POLICY",
-    help="Policy file. Default: $GATEKEEPER_POLICY, ./policy.yaml, then policy.yaml in the home.",
-)
+@POLICY
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per rule.")
 @click.option(
     "--accept-changes",

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import click
 
-from gatekeeper.cli.context import Ctx, pass_ctx
+from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 
 
 @click.command()
-@click.option(
-    "--policy",
-    "policy_file",
-    type=click.Path(dir_okay=False),
-    envvar="GATEKEEPER_POLICY",
-    help="Policy file. Default: $GATEKEEPER_POLICY, ./policy.yaml, then policy.yaml in the home.",
-)
+@POLICY
 @click.option(
     "--downstream-mode",
     type=click.Choice(["auto", "legacy"]),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import re
 import sys
 
 import click
@@ -12,9 +11,9 @@ import click
 from gatekeeper.cli.context import Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json, table
 from gatekeeper.errors import InvalidInput
+from gatekeeper.names import REVIEWER
 
 DEFAULT_PORT = 8765
-NAME = re.compile(r"[a-z][a-z0-9_.-]{0,31}")
 
 
 def _is_loopback(host: str) -> bool:
@@ -106,7 +105,8 @@ def reviewer() -> None:
     """Manage the people who may approve: add, list, disable, passwd."""
 
 
-def _password(password_stdin: bool) -> str:
+def read_password(password_stdin: bool) -> str:
+    """A new reviewer password, from stdin's first line or asked twice; at least 12 characters."""
     if password_stdin:
         password = sys.stdin.readline().rstrip("\n")
     else:
@@ -116,11 +116,10 @@ def _password(password_stdin: bool) -> str:
     return password
 
 
-def _name(name: str) -> str:
-    if not NAME.fullmatch(name):
-        raise InvalidInput(
-            f"reviewer name {name!r} is not allowed", "use 1-32 characters: a-z first, then a-z, 0-9, '.', '_' or '-'"
-        )
+def check_reviewer_name(name: str) -> str:
+    """``name`` if it is a valid reviewer name, else a clear error saying what a name may hold."""
+    if not REVIEWER.allows(name):
+        raise InvalidInput(f"reviewer name {name!r} is not allowed", f"a reviewer name {REVIEWER.rule}")
     return name
 
 
@@ -133,9 +132,9 @@ def reviewer_add(ctx: Ctx, name: str, password_stdin: bool) -> None:
     from gatekeeper.review.auth import hash_password
     from gatekeeper.store.store import Store
 
-    _name(name)
+    check_reviewer_name(name)
     home = ctx.home.require()
-    hashed = hash_password(_password(password_stdin))
+    hashed = hash_password(read_password(password_stdin))
     with Store(home.db_path) as store:
         store.add_reviewer(name, hashed, actor=ctx.actor)
     click.echo(f"Added reviewer {name}.")
@@ -183,7 +182,7 @@ def reviewer_passwd(ctx: Ctx, name: str, password_stdin: bool) -> None:
     from gatekeeper.store.store import Store
 
     home = ctx.home.require()
-    hashed = hash_password(_password(password_stdin))
+    hashed = hash_password(read_password(password_stdin))
     with Store(home.db_path) as store:
         event = store.set_reviewer_password(name, hashed, actor=ctx.actor)
     ended = json.loads(event.payload)["sessions_ended"]

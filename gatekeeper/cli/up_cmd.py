@@ -8,8 +8,8 @@ import time
 
 import click
 
-from gatekeeper.cli.context import Ctx, pass_ctx
-from gatekeeper.cli.review_cmd import DEFAULT_PORT, _name, _password
+from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
+from gatekeeper.cli.review_cmd import DEFAULT_PORT, check_reviewer_name, read_password
 
 
 @click.command()
@@ -18,13 +18,7 @@ from gatekeeper.cli.review_cmd import DEFAULT_PORT, _name, _password
     type=click.IntRange(1, 65535),
     help=f"Port of the review page. Default: the port of the policy's review_url, else {DEFAULT_PORT}.",
 )
-@click.option(
-    "--policy",
-    "policy_file",
-    type=click.Path(dir_okay=False),
-    envvar="GATEKEEPER_POLICY",
-    help="Policy file. Default: $GATEKEEPER_POLICY, ./policy.yaml, then policy.yaml in the home.",
-)
+@POLICY
 @click.option("--reviewer", "reviewer_name", help="On first run: the first reviewer's name (else asked).")
 @click.option("--password-stdin", is_flag=True, help="On first run: read the first reviewer's password from stdin.")
 @pass_ctx
@@ -36,10 +30,9 @@ def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str |
     the first reviewer on first run. Warns when the policy's review_url names another port,
     since agents would be handed links to a page that is not there.
     """
-    from gatekeeper.home import setup_home
     from gatekeeper.policy import load_policy
-    from gatekeeper.review.auth import Tokens, hash_password
-    from gatekeeper.store.queries import Reader
+    from gatekeeper.review.auth import Tokens
+    from gatekeeper.store.events import LOGIN_LINK_ISSUED
     from gatekeeper.store.store import Store
     from gatekeeper.up import Child, child_argv, port_mismatch, review_port, supervise
 
@@ -52,21 +45,7 @@ def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str |
     mismatch = port_mismatch(policy.review_url, port, str(policy.source))
     if mismatch:
         click.echo(f"Warning: {mismatch}", err=True)
-    if not home.db_path.exists():
-        setup_home(home, ctx.actor, by="up")
-        click.echo(f"Initialised a Gatekeeper home at {home.path}")
-    for name in home.tighten_db_files():
-        click.echo(f"Made {home.path / name} private (mode 0600); it was readable by others")
-    with Reader(home.require().db_path) as reader:
-        reviewers = [r["name"] for r in reader.reviewers() if r["disabled_at"] is None]
-    if not reviewers:
-        name = _name(reviewer_name or click.prompt("First reviewer's name", default="me"))
-        hashed = hash_password(_password(password_stdin))
-        with Store(home.db_path) as store:
-            store.add_reviewer(name, hashed, actor=ctx.actor)
-        click.echo(f"Added reviewer {name}.")
-        reviewers = [name]
-    who = reviewer_name if reviewer_name in reviewers else reviewers[0]
+    who = _first_run(ctx, reviewer_name, password_stdin)
 
     children = [
         Child("review page", child_argv(home, "review", "--port", str(port)), home.log_dir / "review.log"),
@@ -90,10 +69,35 @@ def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str |
             except OSError:
                 time.sleep(0.1)
         with Store(home.db_path) as store:
-            store.append_event("login_link_issued", ctx.actor, {"reviewer": who, "by": "up"})
+            store.append_event(LOGIN_LINK_ISSUED, ctx.actor, {"reviewer": who, "by": "up"})
         link = f"http://127.0.0.1:{port}/login/link?token={Tokens(home.read_key()).login_link(who)}"
         say(f"Review page: http://127.0.0.1:{port}/")
         say(f"Log in as {who} (one-time link, 10 minutes): {link}")
         say(f"Committing into the workspaces of {policy.source}. Ctrl-C stops.")
 
     raise SystemExit(supervise(home, children, say=say, ready=ready))
+
+
+def _first_run(ctx: Ctx, reviewer_name: str | None, password_stdin: bool) -> str:
+    """Initialise the home and add the first reviewer if needed; return who gets the log-in link."""
+    from gatekeeper.home import setup_home
+    from gatekeeper.review.auth import hash_password
+    from gatekeeper.store.queries import Reader
+    from gatekeeper.store.store import Store
+
+    home = ctx.home
+    if not home.db_path.exists():
+        setup_home(home, ctx.actor, by="up")
+        click.echo(f"Initialised a Gatekeeper home at {home.path}")
+    for name in home.tighten_db_files():
+        click.echo(f"Made {home.path / name} private (mode 0600); it was readable by others")
+    with Reader(home.require().db_path) as reader:
+        reviewers: list[str] = [r["name"] for r in reader.reviewers() if r["disabled_at"] is None]
+    if not reviewers:
+        name = check_reviewer_name(reviewer_name or click.prompt("First reviewer's name", default="me"))
+        hashed = hash_password(read_password(password_stdin))
+        with Store(home.db_path) as store:
+            store.add_reviewer(name, hashed, actor=ctx.actor)
+        click.echo(f"Added reviewer {name}.")
+        reviewers = [name]
+    return reviewer_name if reviewer_name is not None and reviewer_name in reviewers else reviewers[0]

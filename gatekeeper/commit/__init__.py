@@ -3,6 +3,8 @@
 ``committer`` runs a pass (intent, file step, outcome) after ``checks`` (signature, digests,
 policy); ``fsops`` creates one file beneath a root without following symlinks and without ever
 showing a partial file; ``syscalls`` reaches openat2/renameat2; ``lock`` keeps to one committer
-at a time; ``watch`` is the ``--watch`` loop; ``run`` wires them up; ``testing`` holds the
-test-only switches (crash points, planted bugs). Imports neither the MCP SDK nor FastAPI.
+at a time; ``watch`` is the ``--watch`` loop; ``run`` wires them up; ``testing`` is the one
+seam for test-only switches (crash points, injected faults, and the steps that ``planted``'s
+deliberate bugs replace). Run it with ``gatekeeper commit``. Imports neither the MCP SDK, FastAPI
+nor the CLI.
 """

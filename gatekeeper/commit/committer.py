@@ -24,7 +24,6 @@ from gatekeeper.commit.checks import Candidate, Plan, Refusal, check_approval, c
 from gatekeeper.commit.testing import OFF, Switches
 from gatekeeper.home import Home
 from gatekeeper.policy import Policy, load_policy
-from gatekeeper.store import events as ev
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 
@@ -265,7 +264,7 @@ class Committer:
             return result("failed", f"cannot create the folders for {c.path!r}: {fsops.describe(exc)}; nothing written")
         self.sw.point("after_open_parent")
         try:
-            published = fsops.publish(dirfd, parts[-1], data, plan.mode, self.sw)
+            published = self.sw.step("publish", fsops.publish)(dirfd, parts[-1], data, plan.mode, self.sw)
             if published.linked:
                 if not fsops.still_in_place(plan.workspace, root_fd, parts[:-1], dirfd, self.sw):
                     fsops.unlink_if_ours(dirfd, parts[-1], published.ino)
@@ -298,12 +297,7 @@ class Committer:
         if not results:
             return
         records = [r.record() for r in results]
-        if self.sw.bug == "separate_event":
-            recorded = self._record_separately_planted_bug(records)
-        else:
-            recorded = self.store.record_commit_outcomes(
-                records, self.actor, after_row=lambda _pid: self.sw.point("outcome_row_written")
-            )
+        recorded = self.sw.step("record_outcomes", record_outcomes)(self.store, records, self.actor, self.sw)
         for r in results:
             r.recorded = recorded[r.proposal_id]
             report.finished.add(r.proposal_id)
@@ -311,27 +305,10 @@ class Committer:
             if self.on_result is not None:
                 self.on_result(r)
 
-    def _record_separately_planted_bug(self, records: list[dict[str, Any]]) -> dict[str, bool]:
-        """PLANTED BUG (tests only): the row commits, then its audit event in a second transaction."""
-        import sqlite3
 
-        from gatekeeper.canonical import now_ts
-
-        recorded: dict[str, bool] = {}
-        for item in records:
-            pid = item["proposal_id"]
-            fields = {k: item[k] for k in ("outcome", "observed_sha256", "final_path", "detail")}
-            try:
-                with self.store.transaction() as tx:
-                    tx.insert("commit_record", {"proposal_id": pid, **fields, "at": now_ts()})
-            except sqlite3.IntegrityError:
-                recorded[pid] = False
-                continue
-            self.sw.point("outcome_row_written")
-            with self.store.transaction() as tx:
-                tx.append_event(ev.COMMIT_OUTCOME, self.actor, fields, pid)
-            recorded[pid] = True
-        return recorded
+def record_outcomes(store: Store, records: list[dict[str, Any]], actor: str, sw: Switches) -> dict[str, bool]:
+    """Outcome rows and their audit events, all in one transaction (the ``record_outcomes`` step)."""
+    return store.record_commit_outcomes(records, actor, after_row=lambda _pid: sw.point("outcome_row_written"))
 
 
 def _in_the_way(path: str, existing: fsops.Existing) -> str:

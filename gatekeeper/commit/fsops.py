@@ -6,7 +6,7 @@ missing, with ``O_NOFOLLOW`` one component at a time; write the bytes into an ``
 inode in the destination folder, fsync it, then link it under the final name, which fails if
 anything at all has that name. A killed writer leaves nothing under any final name. Where
 ``O_TMPFILE`` is unsupported, a hidden temporary name and ``renameat2(RENAME_NOREPLACE)``;
-never an in-place write (except the deliberately planted ``in_place`` bug, for the tests).
+never an in-place write (the tests plant one, in ``planted.py``, to check that the crash campaign notices).
 
 Outcomes are the caller's business: ``InTheWay`` means something on disk blocks the commit
 (a conflict), ``FsyncFailed`` and any other ``OSError`` mean the system refused (a failure).
@@ -158,7 +158,8 @@ def fsync(fd: int, what: str, kind: str, sw: Switches) -> None:
         raise FsyncFailed(what, exc) from None
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until every byte is written: one call may write less."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
@@ -172,8 +173,6 @@ class Published:
 
 def publish(dirfd: int, name: str, data: bytes, mode: int, sw: Switches) -> Published:
     """Create ``name`` in ``dirfd`` holding exactly ``data``, or report that the name is taken."""
-    if sw.bug == "in_place":
-        return _publish_in_place(dirfd, name, data, mode, sw)
     if sw.no_tmpfile:
         return _publish_by_rename(dirfd, name, data, mode, sw)
     try:
@@ -185,7 +184,7 @@ def publish(dirfd: int, name: str, data: bytes, mode: int, sw: Switches) -> Publ
     try:
         sw.point("after_file_open")
         os.fchmod(fd, mode)  # exactly the rule's mode, whatever the umask
-        _write_all(fd, data)
+        write_all(fd, data)
         sw.point("after_file_write")
         fsync(fd, f"the new file {name!r}", "file", sw)
         sw.point("after_file_fsync")
@@ -210,7 +209,7 @@ def _publish_by_rename(dirfd: int, name: str, data: bytes, mode: int, sw: Switch
     try:
         sw.point("after_file_open")
         os.fchmod(fd, mode)
-        _write_all(fd, data)
+        write_all(fd, data)
         sw.point("after_file_write")
         fsync(fd, f"the new file {name!r}", "file", sw)
         sw.point("after_file_fsync")
@@ -227,24 +226,6 @@ def _publish_by_rename(dirfd: int, name: str, data: bytes, mode: int, sw: Switch
         if not renamed:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=dirfd)
-
-
-def _publish_in_place(dirfd: int, name: str, data: bytes, mode: int, sw: Switches) -> Published:
-    """PLANTED BUG (tests only): O_CREAT|O_EXCL under the final name, so a crash leaves a torn file."""
-    try:
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dirfd)
-    except FileExistsError:
-        return Published(False)
-    try:
-        sw.point("after_file_open")
-        _write_all(fd, data)
-        sw.point("after_file_write")
-        fsync(fd, f"the new file {name!r}", "file", sw)
-        sw.point("after_file_fsync")
-        sw.point("after_link")
-        return Published(True, os.fstat(fd).st_ino)
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)

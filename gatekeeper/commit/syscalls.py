@@ -13,7 +13,6 @@ import platform
 from functools import cache
 
 SYS_OPENAT2 = 437  # the same number on x86-64 and aarch64 (the generic syscall table)
-RESOLVE_NO_XDEV = 0x01
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_BENEATH = 0x08

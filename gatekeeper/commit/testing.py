@@ -9,6 +9,7 @@ campaign must catch. A committer that sees any of them says so on stderr.
 ``GATEKEEPER_PAUSE_AT=point:n:PREFIX``  on the nth pass create ``PREFIX.paused``, wait for ``PREFIX.resume``.
 ``GATEKEEPER_PLANT_BUG=separate_event``  the outcome's audit event in its own transaction, after the row.
 ``GATEKEEPER_PLANT_BUG=in_place``  write with ``O_CREAT|O_EXCL`` under the final name instead of O_TMPFILE.
+  (The bugs live in ``planted.py``; each replaces one named step, see ``Switches.step``.)
 ``GATEKEEPER_INJECT=fsync_eio:file|dir``  that kind of fsync fails with EIO (once per process).
 ``GATEKEEPER_NO_OPENAT2=1``, ``GATEKEEPER_NO_TMPFILE=1``  force the fallbacks (O_NOFOLLOW walk; renameat2).
 ``GATEKEEPER_COMMIT_NO_LOCK=1``  skip the one-committer lock (the design must be safe without it).
@@ -21,13 +22,15 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 from gatekeeper.errors import InvalidInput
 
 CRASH_EXIT = 137
+F = TypeVar("F", bound=Callable[..., Any])
 
 # Every step of a commit, in order. Per-pass points fire once a pass, per-batch once a batch,
 # the others once per proposal (or per folder, for the directory steps).
@@ -48,7 +51,9 @@ CRASH_POINTS = (
     "outcome_row_written",  # inside the outcome transaction, after a row (separate_event: between transactions)
     "after_outcome",  # outcome transaction committed (per batch)
 )
-PLANTED_BUGS = ("separate_event", "in_place")
+# Each planted bug replaces one named step of the committer (functions in planted.py, same names).
+PLANTED_STEPS = {"separate_event": "record_outcomes", "in_place": "publish"}
+PLANTED_BUGS = tuple(PLANTED_STEPS)
 INJECTIONS = ("fsync_eio:file", "fsync_eio:dir")
 ENV_VARS = (
     "GATEKEEPER_CRASH_AT",
@@ -128,6 +133,14 @@ class Switches:
             deadline = time.monotonic() + 60
             while not os.path.exists(prefix + ".resume") and time.monotonic() < deadline:
                 time.sleep(0.005)
+
+    def step(self, name: str, production: F) -> F:
+        """The function for step ``name``: ``production``, unless a planted bug replaces that step."""
+        if self.bug is None or PLANTED_STEPS[self.bug] != name:
+            return production
+        from gatekeeper.commit import planted  # only ever loaded with GATEKEEPER_PLANT_BUG set
+
+        return cast(F, getattr(planted, self.bug))
 
     def fsync(self, fd: int, kind: str) -> None:
         """``os.fsync``, or an injected EIO for ``kind`` ("file" or "dir") once per process."""

@@ -114,7 +114,7 @@ def command_problems(policy: Policy, parent: Mapping[str, str] | None = None) ->
     for name, server in policy.servers.items():
         found = resolve_server(server, parent)
         if found.problem:
-            problems.append(f"{policy._where(('servers', name, 'command'))}: server {name!r}: {found.problem}")
+            problems.append(f"{policy.where(('servers', name, 'command'))}: server {name!r}: {found.problem}")
     return problems
 
 

@@ -25,6 +25,8 @@ from gatekeeper.policy.model import Policy
 __all__ = ["load_policy"]
 
 _MAX_NODES = 100_000  # YAML aliases can expand exponentially ("billion laughs")
+Lines = dict[tuple[Any, ...], int]  # key path -> line number, for messages
+Nodes = dict[tuple[Any, ...], yaml.Node]
 
 
 class _Loader(yaml.SafeLoader):
@@ -36,7 +38,7 @@ class _Loader(yaml.SafeLoader):
 
     _MERGE = "tag:yaml.org,2002:merge"
 
-    def record_positions(self, root: yaml.Node, lines: dict, nodes: dict, display: str) -> None:
+    def record_positions(self, root: yaml.Node, lines: Lines, nodes: Nodes, display: str) -> None:
         """Fill ``lines`` (key path -> 1-based line) and ``nodes`` (key path -> value node)."""
         self._lines, self._nodes, self._display, self._budget = lines, nodes, display, _MAX_NODES
         self._walk(root, (), frozenset(), merged=False)
@@ -117,7 +119,7 @@ def _unwrap(tp: Any) -> Any:
             return tp
 
 
-def _explain(error: Mapping[str, Any], path: tuple[Any, ...], node: yaml.Node | None) -> tuple[tuple, str]:
+def _explain(error: Mapping[str, Any], path: tuple[Any, ...], node: yaml.Node | None) -> tuple[tuple[Any, ...], str]:
     """Rewrite one pydantic error as (key path to show, sentence)."""
     kind, value, ctx = error["type"], error.get("input"), error.get("ctx") or {}
     if kind == "policy":
@@ -166,12 +168,12 @@ def _explain(error: Mapping[str, Any], path: tuple[Any, ...], node: yaml.Node | 
     return path, message[:1].lower() + message[1:]
 
 
-def _messages(exc: ValidationError, display: str, lines: dict, nodes: dict) -> Iterator[tuple[int, str]]:
+def _messages(exc: ValidationError, display: str, lines: Lines, nodes: Nodes) -> Iterator[tuple[int, str]]:
     errors = [
         (error, tuple(part for part in error["loc"] if part != "[key]")) for error in exc.errors(include_url=False)
     ]
     # "unknown key 'comand' (did you mean 'command'?)" already covers "missing 'command'".
-    meant = set()
+    meant: set[tuple[Any, ...]] = set()
     for error, loc in errors:
         if error["type"] == "extra_forbidden":
             meant.update((*loc[:-1], key) for key in close_matches(loc[-1], _allowed_keys(loc[:-1])))
@@ -187,8 +189,8 @@ def _messages(exc: ValidationError, display: str, lines: dict, nodes: dict) -> I
 
 def _parse(text: str, source: Path, display: str) -> Policy:
     loader = _Loader(text)
-    lines: dict[tuple[Any, ...], int] = {}
-    nodes: dict[tuple[Any, ...], yaml.Node] = {}
+    lines: Lines = {}
+    nodes: Nodes = {}
     try:
         root = loader.get_single_node()
         if root is None:
@@ -216,16 +218,13 @@ def _parse(text: str, source: Path, display: str) -> Policy:
     finally:
         loader.dispose()
     try:
-        policy = Policy.model_validate(data, context={"base_dir": source.parent})
+        policy = Policy.from_document(data, source=source, display=display, lines=lines)
     except ValidationError as exc:
         found = sorted(set(_messages(exc, display, lines, nodes)))
         shown = [message for _, message in found[:10]]
         if len(found) > 10:
             shown.append(f"... and {len(found) - 10} more")
         raise PolicyError("\n".join(shown)) from None
-    policy._source = source
-    policy._display = display
-    policy._lines = lines
     policy.exposed_tools()  # name clashes are load errors, not surprises at the first tools/list
     return policy
 

@@ -30,10 +30,10 @@ from pydantic import (
 )
 
 from gatekeeper.errors import PolicyError
+from gatekeeper.names import PREFIX, SERVER
 from gatekeeper.policy.globs import glob_match
 from gatekeeper.policy.messages import describe_value, fail, line_of, locate, suggest
 from gatekeeper.policy.scalars import (
-    SERVER_NAME,
     Bytes,
     Duration,
     FileMode,
@@ -59,7 +59,6 @@ __all__ = [
 
 RESERVED_TOOL = "gatekeeper_proposal_status"
 DEFAULT_REVIEW_URL = "http://127.0.0.1:8765"
-_PREFIX = re.compile(r"[a-z][a-z0-9_-]*")
 _CONFIG = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -190,13 +189,13 @@ class Server(BaseModel):
     @field_validator("prefix")
     @classmethod
     def _prefix(cls, value: str | None) -> str | None:
-        if value is not None and not _PREFIX.fullmatch(value):
-            fail(f"prefix {value!r} must start with a lowercase letter and use only a-z, 0-9, '_' and '-'")
+        if value is not None and not PREFIX.allows(value):
+            fail(f"prefix {value!r} {PREFIX.rule}")
         return value
 
 
 class Policy(BaseModel):
-    """The validated policy. Build it with ``load_policy``, which also records file and lines."""
+    """The validated policy. Build it with ``load_policy`` (or ``from_document``), which also records file and lines."""
 
     model_config = _CONFIG
     version: Version
@@ -227,7 +226,7 @@ class Policy(BaseModel):
         for name, server in data["servers"].items():
             if isinstance(server, dict):
                 server = dict(server)
-                if isinstance(name, str) and SERVER_NAME.fullmatch(name):
+                if isinstance(name, str) and SERVER.allows(name):
                     server.setdefault("prefix", name)
                 if isinstance(server.get("tools"), dict):
                     tools = {}
@@ -248,6 +247,19 @@ class Policy(BaseModel):
 
     # ---- where it came from
 
+    @classmethod
+    def from_document(
+        cls, data: object, *, source: Path, display: str, lines: dict[tuple[Any, ...], int] | None = None
+    ) -> Policy:
+        """Validate a parsed policy file, keeping where it came from (not part of the digest).
+
+        ``source`` is the file's absolute path (relative paths resolve against its folder),
+        ``display`` how to name it in messages, ``lines`` each key path's line number.
+        """
+        policy = cls.model_validate(data, context={"base_dir": source.parent})
+        policy._source, policy._display, policy._lines = source, display, dict(lines or {})
+        return policy
+
     @property
     def source(self) -> Path:
         """Absolute path of the policy file."""
@@ -264,7 +276,8 @@ class Policy(BaseModel):
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
-    def _where(self, path: tuple[Any, ...]) -> str:
+    def where(self, path: tuple[Any, ...]) -> str:
+        """``file:line: key.path`` for a key path, as every policy message starts."""
         return locate(self._display, line_of(self._lines, path), path)
 
     # ---- naming
@@ -292,7 +305,7 @@ class Policy(BaseModel):
                     if written == {other}:
                         culprit, other = other, name
                     key: tuple[str, ...] = ("servers", culprit, "prefix")
-                    where = self._where(key if key in self._lines else key[:2])
+                    where = self.where(key if key in self._lines else key[:2])
                     raise PolicyError(
                         f"{where}: prefix {prefix!r} is already used by server {other!r}"
                         " (give each server its own 'prefix')"
@@ -307,12 +320,12 @@ class Policy(BaseModel):
                 key = ("servers", name, "tools", tool)
                 if host == RESERVED_TOOL:
                     raise PolicyError(
-                        f"{self._where(key)}: the tool name {RESERVED_TOOL!r} is reserved by Gatekeeper "
+                        f"{self.where(key)}: the tool name {RESERVED_TOOL!r} is reserved by Gatekeeper "
                         "(deny this tool, or add a second server so names get a prefix)"
                     )
                 if host in exposed:
                     other = ".".join(("servers", exposed[host][0], "tools", exposed[host][1]))
-                    raise PolicyError(f"{self._where(key)}: host-facing name {host!r} clashes with {other}")
+                    raise PolicyError(f"{self.where(key)}: host-facing name {host!r} clashes with {other}")
                 exposed[host] = (name, tool)
         return exposed
 
@@ -348,7 +361,7 @@ class Policy(BaseModel):
         problems = []
         for name, server in self.servers.items():
             for key, folder in (("workspace", server.workspace), ("cwd", server.cwd)):
-                where = self._where(("servers", name, key))
+                where = self.where(("servers", name, key))
                 if not folder.exists():
                     problems.append(f"{where}: {folder} does not exist (create it: mkdir -p {folder})")
                 elif not folder.is_dir():

@@ -14,11 +14,12 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, StrictStr, ValidationInfo
 
+from gatekeeper.canonical import duration_seconds
+from gatekeeper.names import SERVER
 from gatekeeper.policy.globs import check_glob
 from gatekeeper.policy.messages import describe_value, fail
 
 __all__ = [
-    "SERVER_NAME",
     "Bytes",
     "Duration",
     "FileMode",
@@ -30,9 +31,6 @@ __all__ = [
     "resolve_path",
 ]
 
-SERVER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
-_DURATION = re.compile(r"([0-9]+)([smhd])")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _MAX_DURATION = timedelta(days=3650)  # beyond this timedelta arithmetic is a bug waiting to happen
 _MAX_BYTES_CAP = 100 * 1024 * 1024  # a reviewer has to read the content in a browser
 
@@ -40,10 +38,9 @@ _MAX_BYTES_CAP = 100 * 1024 * 1024  # a reviewer has to read the content in a br
 def _parse_duration(value: object) -> object:
     if isinstance(value, timedelta):
         return value
-    match = _DURATION.fullmatch(value) if isinstance(value, str) else None
-    if not match:
-        fail(f"expected a duration such as '90s', '30m', '24h' or '7d', got {describe_value(value)}")
-    seconds = int(match[1]) * _UNITS[match[2]]
+    seconds = duration_seconds(value) if isinstance(value, str) else None
+    if seconds is None:
+        fail(f"expected a duration such as '90s', '30m', '24h', '7d' or '2w', got {describe_value(value)}")
     if seconds <= 0:
         fail("a duration must be longer than zero")
     if seconds > _MAX_DURATION.total_seconds():
@@ -76,11 +73,8 @@ def _check_glob(pattern: str) -> str:
 
 
 def _check_server_name(name: str) -> str:
-    if not SERVER_NAME.fullmatch(name):
-        fail(
-            f"server name {name!r} must start with a lowercase letter and use only a-z, 0-9, '_' and '-'"
-            " (at most 32 characters)"
-        )
+    if not SERVER.allows(name):
+        fail(f"server name {name!r} {SERVER.rule}")
     return name
 
 
