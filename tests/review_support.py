@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from starlette.testclient import TestClient
@@ -112,7 +112,8 @@ class Page:
         headers = {"Origin": self.base, "Sec-Fetch-Site": "same-origin"}
         self.client: httpx.Client
         if isinstance(site, InProcess):
-            self.client = TestClient(site.app, base_url=self.base, headers=headers, follow_redirects=False)
+            in_process = TestClient(site.app, base_url=self.base, headers=headers, follow_redirects=False)
+            self.client = cast(httpx.Client, in_process)  # an httpx2 client: the same API
         else:
             self.client = httpx.Client(base_url=self.base, headers=headers, follow_redirects=False)
 

@@ -160,6 +160,7 @@ def test_logged_out_session_is_dead_server_side(home: Home, site: Site) -> None:
     page.login()
     csrf = page.csrf(p.id)
     cookie = page.client.cookies.get("gk_session")
+    assert cookie is not None
     assert page.client.post("/logout", data={"csrf_token": csrf}).status_code == 303
     page.client.cookies.set("gk_session", cookie)  # an attacker who kept the cookie
     before = event_count(home, "request_refused")
