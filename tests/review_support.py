@@ -1,7 +1,14 @@
-"""A real review server (uvicorn in a subprocess) and an httpx client that behaves like its page."""
+"""The review page two ways, and an httpx client that behaves like its browser tab.
+
+- ``review_app``: the app in this process, spoken to through its ASGI interface (Starlette's
+  TestClient, an ``httpx.Client``): the same middlewares, routes and database, no server start.
+- ``review_server`` / ``review_process``: uvicorn in a subprocess over real HTTP, for what only a
+  real server shows (the Host header as sent, body streaming, memory, parallel requests, logs).
+"""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
@@ -11,12 +18,15 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
+from starlette.testclient import TestClient
 
 from gatekeeper.home import Home
+from gatekeeper.review.app import Config, create_app
 from gatekeeper.review.auth import hash_password
 from tests.requirements import CHROMIUM
 
@@ -65,18 +75,47 @@ def review_process(home: Home) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         log.close()
 
 
+IN_PROCESS_PORT = 8750  # nothing listens on it: it only sets the Host and Origin the app expects
+
+
+@dataclass(frozen=True)
+class InProcess:
+    """A review app running in this process; ``Page(site)`` talks to it without a socket."""
+
+    app: Any
+    base: str
+
+
+Site = str | InProcess  # a real server's base URL, or an in-process app
+
+
+@contextmanager
+def review_app(home: Home) -> Iterator[InProcess]:
+    """The app as ``gatekeeper review`` builds it; the block runs its lifespan (start and stop)."""
+    app = create_app(Config(home, IN_PROCESS_PORT))
+    base = f"http://127.0.0.1:{IN_PROCESS_PORT}"
+    with TestClient(app, base_url=base):
+        yield InProcess(app, base)
+
+
+@functools.cache
 def hashed() -> str:
+    """PASSWORD's argon2 hash, made once per test run (each costs a few hundred ms by design)."""
     return hash_password(PASSWORD)
 
 
 class Page:
     """An httpx client with the headers a same-origin browser tab sends."""
 
-    def __init__(self, base: str) -> None:
-        self.base = base
-        self.client = httpx.Client(
-            base_url=base, headers={"Origin": base, "Sec-Fetch-Site": "same-origin"}, follow_redirects=False
-        )
+    def __init__(self, site: Site) -> None:
+        self.base = site.base if isinstance(site, InProcess) else site
+        headers = {"Origin": self.base, "Sec-Fetch-Site": "same-origin"}
+        self.client: httpx.Client
+        if isinstance(site, InProcess):
+            in_process = TestClient(site.app, base_url=self.base, headers=headers, follow_redirects=False)
+            self.client = cast(httpx.Client, in_process)  # an httpx2 client: the same API
+        else:
+            self.client = httpx.Client(base_url=self.base, headers=headers, follow_redirects=False)
 
     def login(self, username: str = "alice", password: str = PASSWORD) -> httpx.Response:
         form = self.client.get("/login")

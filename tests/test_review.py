@@ -1,4 +1,8 @@
-"""The review page over real HTTP: every attack is refused, leaves an event, and decides nothing."""
+"""The review page: every attack is refused, leaves an event, and decides nothing.
+
+The Host/Origin guard, the security headers and the log-in throttle (with the server's log) are
+tested over real HTTP against a real server; the rest runs the same app in-process.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import NamedTuple
 
 import httpx
 import pytest
@@ -17,17 +22,55 @@ from gatekeeper.cli import cli
 from gatekeeper.home import Home
 from gatekeeper.review.auth import Tokens
 from gatekeeper.store.store import Proposed, Store
-from tests.helpers import draft
-from tests.review_support import PASSWORD, Page, decisions, event_count, hashed, review_server
+from tests.helpers import draft, make_home
+from tests.review_support import (
+    PASSWORD,
+    InProcess,
+    Page,
+    Site,
+    decisions,
+    event_count,
+    hashed,
+    review_app,
+    review_server,
+)
 
 
 @pytest.fixture
-def site(home: Home) -> Iterator[str]:
+def reviewers(home: Home) -> None:
     with Store(home.db_path) as store:
         store.add_reviewer("alice", hashed())
         store.add_reviewer("bob", hashed())
+
+
+@pytest.fixture
+def site(home: Home, reviewers: None) -> Iterator[InProcess]:
+    """The app in-process: for everything the transport cannot change."""
+    with review_app(home) as app:
+        yield app
+
+
+@pytest.fixture
+def served(home: Home, reviewers: None) -> Iterator[str]:
+    """A real server over real HTTP: for the Host/Origin guard, headers as sent, and its log."""
     with review_server(home) as base:
         yield base
+
+
+class Served(NamedTuple):
+    home: Home
+    base: str
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One real server shared by the guard tests: each refuses its own proposal and changes nothing,
+    so they need not pay for a server start each."""
+    home = make_home(tmp_path_factory.mktemp("guarded") / "home")
+    with Store(home.db_path) as store:
+        store.add_reviewer("alice", hashed())
+    with review_server(home) as base:
+        yield Served(home, base)
 
 
 def propose(home: Home, path: str = "notes/a.md", content: bytes = b"hello\n", **kw: object) -> Proposed:
@@ -41,7 +84,7 @@ def refused_with_event(home: Home, response: httpx.Response, status: int, before
     assert decisions(home) == []
 
 
-def test_login_approve_and_reject_happy_path(home: Home, site: str) -> None:
+def test_login_approve_and_reject_happy_path(home: Home, site: Site) -> None:
     a, b = propose(home, "notes/a.md", b"A\n"), propose(home, "notes/b.md", b"B\n")
     page = Page(site)
     assert page.client.get("/").status_code == 303  # not logged in: to the log-in page
@@ -59,9 +102,9 @@ def test_login_approve_and_reject_happy_path(home: Home, site: str) -> None:
     assert page.client.get("/api/count").json() == {"pending": 0}
 
 
-def test_security_headers_on_every_page(home: Home, site: str) -> None:
-    p = propose(home)
-    page = Page(site)
+def test_security_headers_on_every_page(guarded: Served) -> None:
+    p = propose(guarded.home)
+    page = Page(guarded.base)
     page.login()
     for url in (
         "/login",
@@ -77,11 +120,11 @@ def test_security_headers_on_every_page(home: Home, site: str) -> None:
         assert response.headers["x-frame-options"] == "DENY"
         assert response.headers["referrer-policy"] == "same-origin"
         assert response.headers["cache-control"] == "no-store"
-    refused = httpx.get(f"{site}/login", headers={"Host": "evil.example"})
+    refused = httpx.get(f"{guarded.base}/login", headers={"Host": "evil.example"})
     assert refused.status_code == 400 and refused.headers["x-frame-options"] == "DENY"
 
 
-def test_no_session(home: Home, site: str) -> None:
+def test_no_session(home: Home, site: Site) -> None:
     p = propose(home)
     before = event_count(home, "request_refused")
     response = Page(site).approve(p.id, p.sha256, "notes/a.md", "x" * 64)
@@ -90,7 +133,7 @@ def test_no_session(home: Home, site: str) -> None:
     assert Page(site).client.get("/api/proposals").json() == {"error": "log in first"}
 
 
-def test_forged_cookie(home: Home, site: str) -> None:
+def test_forged_cookie(home: Home, site: Site) -> None:
     p = propose(home)
     page = Page(site)
     forged = URLSafeTimedSerializer(b"k" * 32, salt="gatekeeper.review.session").dumps({"sid": "x"})
@@ -99,7 +142,7 @@ def test_forged_cookie(home: Home, site: str) -> None:
     refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", "0" * 64), 401, before)
 
 
-def test_expired_session(home: Home, site: str) -> None:
+def test_expired_session(home: Home, site: Site) -> None:
     p = propose(home)
     page = Page(site)
     page.login()
@@ -111,19 +154,20 @@ def test_expired_session(home: Home, site: str) -> None:
     refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", csrf), 401, before)
 
 
-def test_logged_out_session_is_dead_server_side(home: Home, site: str) -> None:
+def test_logged_out_session_is_dead_server_side(home: Home, site: Site) -> None:
     p = propose(home)
     page = Page(site)
     page.login()
     csrf = page.csrf(p.id)
     cookie = page.client.cookies.get("gk_session")
+    assert cookie is not None
     assert page.client.post("/logout", data={"csrf_token": csrf}).status_code == 303
     page.client.cookies.set("gk_session", cookie)  # an attacker who kept the cookie
     before = event_count(home, "request_refused")
     refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", csrf), 401, before)
 
 
-def test_disabled_reviewer_stops_at_once(home: Home, site: str) -> None:
+def test_disabled_reviewer_stops_at_once(home: Home, site: Site) -> None:
     p = propose(home)
     page = Page(site)
     page.login("bob")
@@ -135,7 +179,7 @@ def test_disabled_reviewer_stops_at_once(home: Home, site: str) -> None:
     assert page.client.get("/").status_code == 303
 
 
-def test_changed_password_ends_old_sessions(home: Home, site: str) -> None:
+def test_changed_password_ends_old_sessions(home: Home, site: Site) -> None:
     p = propose(home)
     page = Page(site)
     assert page.login("alice").status_code == 303
@@ -157,7 +201,7 @@ def test_changed_password_ends_old_sessions(home: Home, site: str) -> None:
 
 
 @pytest.mark.parametrize("csrf", [None, "", "0" * 64])
-def test_missing_or_wrong_csrf(home: Home, site: str, csrf: str | None) -> None:
+def test_missing_or_wrong_csrf(home: Home, site: Site, csrf: str | None) -> None:
     p = propose(home)
     page = Page(site)
     page.login()
@@ -165,7 +209,7 @@ def test_missing_or_wrong_csrf(home: Home, site: str, csrf: str | None) -> None:
     refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", csrf), 403, before)
 
 
-def test_csrf_of_another_session_is_refused(home: Home, site: str) -> None:
+def test_csrf_of_another_session_is_refused(home: Home, site: Site) -> None:
     p = propose(home)
     mallory, alice = Page(site), Page(site)
     mallory.login("bob")
@@ -186,18 +230,20 @@ def test_csrf_of_another_session_is_refused(home: Home, site: str) -> None:
         ({"Host": "localhost"}, 400),
     ],
 )
-def test_foreign_origin_fetch_site_and_host(home: Home, site: str, headers: dict[str, str], status: int) -> None:
+def test_foreign_origin_fetch_site_and_host(guarded: Served, headers: dict[str, str], status: int) -> None:
+    home = guarded.home
     p = propose(home)
-    page = Page(site)
+    page = Page(guarded.base)
     page.login()
     csrf = page.csrf(p.id)
     before = event_count(home, "request_refused")
     refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", csrf, headers=headers), status, before)
 
 
-def test_missing_origin_is_refused(home: Home, site: str) -> None:
+def test_missing_origin_is_refused(guarded: Served) -> None:
+    home = guarded.home
     p = propose(home)
-    page = Page(site)
+    page = Page(guarded.base)
     page.login()
     csrf = page.csrf(p.id)
     del page.client.headers["Origin"]
@@ -206,7 +252,7 @@ def test_missing_origin_is_refused(home: Home, site: str) -> None:
 
 
 @pytest.mark.parametrize("field", ["sha256", "path"])
-def test_digest_or_path_that_differs_is_409(home: Home, site: str, field: str) -> None:
+def test_digest_or_path_that_differs_is_409(home: Home, site: Site, field: str) -> None:
     p = propose(home)
     page = Page(site)
     page.login()
@@ -218,7 +264,7 @@ def test_digest_or_path_that_differs_is_409(home: Home, site: str, field: str) -
     assert event_count(home, "decision_refused") == before + 1 and decisions(home) == []
 
 
-def test_approval_replayed_onto_another_proposal(home: Home, site: str) -> None:
+def test_approval_replayed_onto_another_proposal(home: Home, site: Site) -> None:
     a, b = propose(home, "notes/a.md", b"A"), propose(home, "notes/b.md", b"B")
     page = Page(site)
     page.login()
@@ -229,7 +275,7 @@ def test_approval_replayed_onto_another_proposal(home: Home, site: str) -> None:
     assert decisions(home) == [(a.id, "approved", "alice")]
 
 
-def test_second_decision_is_409(home: Home, site: str) -> None:
+def test_second_decision_is_409(home: Home, site: Site) -> None:
     p = propose(home)
     page = Page(site)
     page.login()
@@ -239,7 +285,7 @@ def test_second_decision_is_409(home: Home, site: str) -> None:
     assert again.status_code == 409 and decisions(home) == [(p.id, "approved", "alice")]
 
 
-def test_expired_proposal_cannot_be_approved(home: Home, site: str) -> None:
+def test_expired_proposal_cannot_be_approved(home: Home, site: Site) -> None:
     p = propose(home, expires_in=-1)
     page = Page(site)
     page.login()
@@ -248,7 +294,7 @@ def test_expired_proposal_cannot_be_approved(home: Home, site: str) -> None:
     assert response.status_code == 409 and "expired" in response.text and decisions(home) == []
 
 
-def test_rejection_needs_a_reason(home: Home, site: str) -> None:
+def test_rejection_needs_a_reason(home: Home, site: Site) -> None:
     p = propose(home)
     page = Page(site)
     page.login()
@@ -256,7 +302,7 @@ def test_rejection_needs_a_reason(home: Home, site: str) -> None:
     assert response.status_code == 400 and decisions(home) == []
 
 
-def test_login_link_works_once(home: Home, site: str) -> None:
+def test_login_link_works_once(home: Home, site: Site) -> None:
     token = Tokens(home.read_key()).login_link("alice")
     page = Page(site)
     first = page.client.get(f"/login/link?token={token}")
@@ -269,32 +315,32 @@ def test_login_link_works_once(home: Home, site: str) -> None:
     assert tampered.status_code == 400
 
 
-def test_failed_logins_are_events_and_slowed(home: Home, site: str) -> None:
-    page = Page(site)
+def test_failed_logins_are_events_and_slowed(home: Home, served: str) -> None:
+    page = Page(served)
     for _ in range(5):
         assert page.login("alice", "wrong password!!").status_code == 401
     assert event_count(home, "login_failed") == 5
     locked = page.login("alice", PASSWORD)  # right password, but too many failures just now
     assert locked.status_code == 429 and event_count(home, "login_failed") == 6
-    assert Page(site).login("bob").status_code == 303  # other names are not affected
+    assert Page(served).login("bob").status_code == 303  # other names are not affected
     log = (home.path / "review.log").read_text()
     assert PASSWORD not in log and "wrong password" not in log
 
 
-def test_login_form_needs_its_csrf_token(home: Home, site: str) -> None:
+def test_login_form_needs_its_csrf_token(home: Home, site: Site) -> None:
     before = event_count(home, "request_refused")
     response = Page(site).client.post("/login", data={"username": "alice", "password": PASSWORD})
     assert response.status_code == 403 and event_count(home, "request_refused") == before + 1
     assert "gk_session" not in response.cookies
 
 
-def test_session_cookie_flags(home: Home, site: str) -> None:
+def test_session_cookie_flags(home: Home, site: Site) -> None:
     response = Page(site).login()
     cookie = response.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Max-Age=28800" in cookie
 
 
-def test_content_is_never_rendered_as_html(home: Home, site: str) -> None:
+def test_content_is_never_rendered_as_html(home: Home, site: Site) -> None:
     p = propose(home, "notes/x.md", b"<script>alert(1)</script>\n**bold** <b>b</b> &amp;\n")
     page = Page(site)
     page.login()

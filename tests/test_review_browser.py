@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,47 @@ def shots(request: pytest.FixtureRequest) -> Path:
     return folder
 
 
+def log_in(page: Any, base: str) -> None:
+    """Through the log-in form, as a person would: the queue first sends the browser there."""
+    page.goto(f"{base}/")
+    assert page.url.endswith("/login")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+
+def assert_tricky_marked(page: Any, sha256: str) -> None:
+    """The tricky proposal's page: every hidden character marked, in the content and the arguments."""
+    summary = page.inner_text("#hidden-summary")
+    assert "U+202E RIGHT-TO-LEFT OVERRIDE × 1" in summary and "U+200B ZERO WIDTH SPACE × 1" in summary
+    assert "bidirectional" in summary
+    marks = page.locator("#content mark.hidden")
+    assert marks.count() == 5
+    assert page.locator("#content mark.bidi").count() == 4
+    assert page.inner_text("#sha256") == sha256
+    assert page.inner_text("#destination") == "notes/tricky.md"
+    rlo, lri = "⟨U+202E RIGHT-TO-LEFT OVERRIDE⟩", "⟨U+2066 LEFT-TO-RIGHT ISOLATE⟩"
+    pdi, rli = "⟨U+2069 POP DIRECTIONAL ISOLATE⟩", "⟨U+2067 RIGHT-TO-LEFT ISOLATE⟩"
+    zwsp = "⟨U+200B ZERO WIDTH SPACE⟩"
+    assert page.locator("#content td.code").all_inner_texts() == [
+        "total = 100",
+        f"# admin{rlo} {lri}// check later{pdi} {rli}",
+        f"ok{zwsp}ay = True",
+    ]
+    # The arguments exactly as the host sent them (JSON-escaped newlines), hidden characters marked.
+    assert page.locator("#arguments td.code").all_inner_texts() == [
+        "{",
+        f'  "body": "total = 100\\n# admin{rlo} {lri}// check later{pdi} {rli}\\nok{zwsp}ay = True\\n",',
+        '  "title": "tricky"',
+        "}",
+    ]
+    arguments = page.locator("section", has=page.locator("#arguments"))
+    assert "The arguments hold 5 invisible or control characters (marked below)." in arguments.inner_text()
+    assert page.locator("#arguments mark.hidden").count() == 5
+    assert page.locator("#arguments mark.bidi").count() == 4
+
+
 def test_review_in_a_real_browser(home: Home, browser: object, shots: Path) -> None:
     tricky = "total = 100\n# admin\u202e \u2066// check later\u2069 \u2067\nok\u200bay = True\n".encode()
     with Store(home.db_path) as store:
@@ -44,44 +86,13 @@ def test_review_in_a_real_browser(home: Home, browser: object, shots: Path) -> N
         b = store.propose(draft("notes/other.md", "other — café\n".encode()))  # default arguments
     with review_server(home) as base:
         page = browser.new_page()  # type: ignore[attr-defined]
-        page.goto(f"{base}/")
-        assert page.url.endswith("/login")
-        page.fill("input[name=username]", "alice")
-        page.fill("input[name=password]", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{base}/")
+        log_in(page, base)
         assert page.inner_text("#pending-count") == "2 pending"
         page.screenshot(path=str(shots / "queue.png"), full_page=True)
 
         page.click("text=notes/tricky.md")
         page.wait_for_url(f"{base}/proposals/{a.id}")
-        summary = page.inner_text("#hidden-summary")
-        assert "U+202E RIGHT-TO-LEFT OVERRIDE × 1" in summary and "U+200B ZERO WIDTH SPACE × 1" in summary
-        assert "bidirectional" in summary
-        marks = page.locator("#content mark.hidden")
-        assert marks.count() == 5
-        assert page.locator("#content mark.bidi").count() == 4
-        assert page.inner_text("#sha256") == a.sha256
-        assert page.inner_text("#destination") == "notes/tricky.md"
-        rlo, lri = "⟨U+202E RIGHT-TO-LEFT OVERRIDE⟩", "⟨U+2066 LEFT-TO-RIGHT ISOLATE⟩"
-        pdi, rli = "⟨U+2069 POP DIRECTIONAL ISOLATE⟩", "⟨U+2067 RIGHT-TO-LEFT ISOLATE⟩"
-        zwsp = "⟨U+200B ZERO WIDTH SPACE⟩"
-        assert page.locator("#content td.code").all_inner_texts() == [
-            "total = 100",
-            f"# admin{rlo} {lri}// check later{pdi} {rli}",
-            f"ok{zwsp}ay = True",
-        ]
-        # The arguments exactly as the host sent them (JSON-escaped newlines), hidden characters marked.
-        assert page.locator("#arguments td.code").all_inner_texts() == [
-            "{",
-            f'  "body": "total = 100\\n# admin{rlo} {lri}// check later{pdi} {rli}\\nok{zwsp}ay = True\\n",',
-            '  "title": "tricky"',
-            "}",
-        ]
-        arguments = page.locator("section", has=page.locator("#arguments"))
-        assert "The arguments hold 5 invisible or control characters (marked below)." in arguments.inner_text()
-        assert page.locator("#arguments mark.hidden").count() == 5
-        assert page.locator("#arguments mark.bidi").count() == 4
+        assert_tricky_marked(page, a.sha256)
         page.screenshot(path=str(shots / "proposal.png"), full_page=True)
 
         page.click("#approve")

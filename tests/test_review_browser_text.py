@@ -17,7 +17,7 @@ from gatekeeper.home import Home
 from gatekeeper.store.store import Store
 from tests.helpers import draft
 from tests.requirements import require_chromium
-from tests.review_support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, Page, hashed, review_server
+from tests.review_support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, Page, hashed, review_app, review_server
 
 PATH = "notes/q3  report.md"  # two spaces: "notes/q3 report.md" is another (existing) file
 CONTENT = "total:  42\nok\u2800\u3164\ufe0f\n"  # two spaces, then three invisible characters
@@ -32,9 +32,9 @@ def proposal_id(home: Home) -> str:
 
 
 def test_page_html_marks_counts_and_keeps_spaces(home: Home, proposal_id: str) -> None:
-    """The same facts over plain HTTP, so they are checked even where Chromium is missing."""
-    with review_server(home) as base:
-        page = Page(base)
+    """The same facts in the HTML (the app in-process), so they are checked even where Chromium is missing."""
+    with review_app(home) as site:
+        page = Page(site)
         assert page.login().status_code == 303
         html = page.client.get(f"/proposals/{proposal_id}").text
         css = page.client.get("/static/review.css").text

@@ -17,7 +17,7 @@ recorded through ``on_refuse`` like the guards' refusals.
 
 from __future__ import annotations
 
-from typing import Any
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gatekeeper.review.guards import UNSAFE, Refuse, plain_error
 
@@ -28,10 +28,10 @@ FORM_TYPE = "application/x-www-form-urlencoded"
 class BodyLimit:
     """Pure ASGI middleware; place it inside ``Guard`` and outside the app."""
 
-    def __init__(self, app: Any, *, on_refuse: Refuse, limit: int = MAX_BODY) -> None:
+    def __init__(self, app: ASGIApp, *, on_refuse: Refuse, limit: int = MAX_BODY) -> None:
         self.app, self.on_refuse, self.limit = app, on_refuse, limit
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -76,12 +76,12 @@ class BodyLimit:
 
         replayed = False
 
-        async def replay() -> dict[str, Any]:
+        async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
                 return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-            return await receive()  # type: ignore[no-any-return]
+            return await receive()
 
         await self.app(scope, replay, send)
 
@@ -89,6 +89,6 @@ class BodyLimit:
         size = f"{declared} bytes" if declared is not None else "more than that"
         return f"request body too large ({size}); this page accepts at most {self.limit} bytes per request"
 
-    async def _refuse(self, scope: dict[str, Any], send: Any, status: int, message: str) -> None:
+    async def _refuse(self, scope: Scope, send: Send, status: int, message: str) -> None:
         await self.on_refuse(message, {"method": scope.get("method", ""), "path": scope.get("path", "")})
         await plain_error(scope, send, status, message, close=True)

@@ -15,6 +15,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
 from gatekeeper.store.bounded import cut
 
 SECURITY_HEADERS = [
@@ -41,10 +43,10 @@ Refuse = Callable[[str, dict[str, Any]], Awaitable[None]]
 class Guard:
     """Pure ASGI middleware: cheap, and it runs before any route or body parsing."""
 
-    def __init__(self, app: Any, *, hosts: set[str], origins: set[str], on_refuse: Refuse) -> None:
+    def __init__(self, app: ASGIApp, *, hosts: set[str], origins: set[str], on_refuse: Refuse) -> None:
         self.app, self.hosts, self.origins, self.on_refuse = app, hosts, origins, on_refuse
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -65,7 +67,7 @@ class Guard:
             await plain_error(scope, send, 403 if "origin" in problem or "cross-site" in problem else 400, problem)
             return
 
-        async def send_with_headers(message: dict[str, Any]) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message.setdefault("headers", [])
                 message["headers"] = [h for h in message["headers"] if h[0].lower() not in dict(SECURITY_HEADERS)]
@@ -85,7 +87,7 @@ class Guard:
         return None
 
 
-async def plain_error(scope: dict[str, Any], send: Any, status: int, message: str, *, close: bool = False) -> None:
+async def plain_error(scope: Scope, send: Send, status: int, message: str, *, close: bool = False) -> None:
     """A small error page (JSON under /api/) with the security headers; ``close`` ends the
     connection after it, so a body the client is still sending is not read."""
     api = scope.get("path", "").startswith("/api/")

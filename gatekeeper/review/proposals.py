@@ -1,0 +1,29 @@
+"""The reads that both the pages and ``/api/`` make about proposals, with their refusals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gatekeeper.review import queue
+from gatekeeper.review.errors import ReviewError
+from gatekeeper.review.state import ReviewState
+from gatekeeper.store.queries import STATUSES
+
+
+def status_filter(status: str | None) -> str | None:
+    """A ``?status=`` value as the store takes it: ``None`` for all, else a known status."""
+    if status in (None, "", "all"):
+        return None
+    if status not in STATUSES:
+        raise ReviewError(400, f"Unknown status {status!r}; use one of {', '.join(STATUSES)}.")
+    return status
+
+
+def detail(state: ReviewState, proposal_id: str) -> dict[str, Any]:
+    """One proposal with its events and the other pending proposals for the same path."""
+    with state.reader() as r:
+        found = r.proposal(proposal_id)
+        if found is None:
+            raise ReviewError(404, f"No proposal {proposal_id}.")
+        found["others"] = queue.other_pending_for_path(r, proposal_id, found["path"], found["workspace"])
+    return found

@@ -1,0 +1,1 @@
+"""The review page's routes, one router per concern: log-in, pages, decisions and ``/api/``."""

@@ -1,0 +1,54 @@
+"""Approve and reject: the page's only writes, each behind ``access.unsafe`` (session + CSRF)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form
+from fastapi.responses import RedirectResponse, Response
+
+from gatekeeper.errors import Conflict, InvalidInput, NotFound
+from gatekeeper.review.access import State, unsafe
+from gatekeeper.review.errors import ReviewError
+from gatekeeper.review.proposals import detail
+from gatekeeper.review.state import ReviewState
+from gatekeeper.store.reviews import Session
+
+router = APIRouter()
+
+
+@router.post("/proposals/{proposal_id}/approve")
+def approve(
+    state: State,
+    session: Annotated[Session, Depends(unsafe("approve {proposal_id}"))],
+    proposal_id: str,
+    sha256: Annotated[str, Form()] = "",
+    path: Annotated[str, Form()] = "",
+) -> Response:
+    return decide(state, proposal_id, session, verdict="approved", sha256=sha256, path=path)
+
+
+@router.post("/proposals/{proposal_id}/reject")
+def reject(
+    state: State,
+    session: Annotated[Session, Depends(unsafe("reject {proposal_id}"))],
+    proposal_id: str,
+    reason: Annotated[str, Form()] = "",
+) -> Response:
+    shown = detail(state, proposal_id)  # a rejection names what was shown, like an approval does
+    return decide(
+        state, proposal_id, session, verdict="rejected", reason=reason, sha256=shown["sha256"], path=shown["path"]
+    )
+
+
+def decide(state: ReviewState, proposal_id: str, session: Session, **kwargs: Any) -> Response:
+    """The store decides (and refuses with an event); this only translates its answer to HTTP."""
+    try:
+        state.store.decide(proposal_id, reviewer=session.reviewer, key=state.home.read_key(), **kwargs)
+    except NotFound as exc:
+        raise ReviewError(404, str(exc)) from None
+    except Conflict as exc:
+        raise ReviewError(409, str(exc)) from None
+    except InvalidInput as exc:
+        raise ReviewError(400, str(exc)) from None
+    return RedirectResponse(f"/proposals/{proposal_id}", status_code=303)

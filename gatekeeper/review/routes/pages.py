@@ -1,0 +1,69 @@
+"""The pages a reviewer reads: the queue, one proposal, and its raw bytes."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from gatekeeper.review import queue, render
+from gatekeeper.review.access import ReviewerSession, State
+from gatekeeper.review.proposals import detail, status_filter
+from gatekeeper.store.queries import STATUSES
+
+router = APIRouter()
+
+
+@router.get("/")
+def queue_view(
+    request: Request,
+    state: State,
+    session: ReviewerSession,
+    status: str = "pending",
+    server: str = "",
+    page_no: int = 1,
+) -> HTMLResponse:
+    chosen = status_filter(status)
+    with state.reader() as r:
+        result = queue.queue_page(r, status=chosen, server=server or None, page=max(1, page_no))
+        all_servers = queue.servers(r)
+    return state.page(
+        request,
+        "queue.html",
+        session=session,
+        q=result,
+        status=status,
+        server=server,
+        statuses=STATUSES,
+        servers=all_servers,
+    )
+
+
+@router.get("/proposals/{proposal_id}")
+def proposal_view(request: Request, state: State, session: ReviewerSession, proposal_id: str) -> HTMLResponse:
+    found = detail(state, proposal_id)
+    absolute = os.path.join(found["workspace"], found["path"])
+    arguments = json.dumps(json.loads(found["arguments"]), indent=2, ensure_ascii=False).encode("utf-8")
+    return state.page(
+        request,
+        "proposal.html",
+        session=session,
+        p=found,
+        absolute=absolute,
+        exists_now=os.path.lexists(absolute),
+        content=render.render(found["content"]),
+        arguments=render.render(arguments),
+        events=[{**e, "payload": json.loads(e["payload"])} for e in found["events"]],
+    )
+
+
+@router.get("/proposals/{proposal_id}/raw")
+def proposal_raw(state: State, _session: ReviewerSession, proposal_id: str) -> Response:
+    found = detail(state, proposal_id)
+    return Response(
+        found["content"],
+        media_type="application/octet-stream",
+        headers={"content-disposition": f'attachment; filename="{proposal_id}.bin"'},
+    )

@@ -1,0 +1,92 @@
+"""What every route of the review page shares: the store's doors, the signer and the templates.
+
+Built once per app by ``create_app`` and kept on ``app.state.review``; routes reach it through
+the ``review_state`` dependency instead of closing over it, so each route module stands alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+
+from gatekeeper.home import Home
+from gatekeeper.resources import templates_dir
+from gatekeeper.review import auth, render
+from gatekeeper.review.integrity import ChainWatch
+from gatekeeper.store.bounded import cut
+from gatekeeper.store.events import REQUEST_REFUSED
+from gatekeeper.store.queries import Reader
+from gatekeeper.store.refusals import Refusals
+from gatekeeper.store.reviews import Reviews, Session
+from gatekeeper.store.store import Store
+
+
+@dataclass
+class ReviewState:
+    """One review page's long-lived parts; ``close`` releases them at shutdown."""
+
+    home: Home
+    store: Store
+    reviews: Reviews
+    tokens: auth.Tokens
+    chain: ChainWatch
+    refusals: Refusals
+    templates: Jinja2Templates
+    secure: bool  # served over https: cookies get the Secure flag
+
+    @classmethod
+    def open(cls, home: Home, *, secure: bool) -> ReviewState:
+        store = Store(home.db_path)
+        templates = Jinja2Templates(directory=str(templates_dir()))
+        templates.env.filters["marked"] = render.marks  # paths on the page: hidden characters marked
+        return cls(
+            home=home,
+            store=store,
+            reviews=Reviews(store),
+            tokens=auth.Tokens(home.read_key()),
+            chain=ChainWatch(home.db_path),
+            refusals=Refusals(store),
+            templates=templates,
+            secure=secure,
+        )
+
+    def close(self) -> None:
+        self.refusals.flush_all()  # a clean stop loses no refusal count
+        self.chain.stop()
+        self.reviews.close()
+        self.store.close()
+
+    def reader(self) -> Reader:
+        return Reader(self.home.db_path)
+
+    def session_of(self, request: Request) -> Session | None:
+        """The live session the request's cookie names, if any (a bad cookie is "no session")."""
+        sid = self.tokens.session_id(request.cookies.get(auth.SESSION_COOKIE))
+        return self.reviews.session(sid) if sid else None
+
+    def page(self, request: Request, name: str, code: int = 200, **context: Any) -> HTMLResponse:
+        """A template rendered with what every page shows: the CSRF token and the audit footer."""
+        session = context.get("session")
+        context.setdefault("csrf", self.tokens.csrf(session.id) if session else "")
+        context["integrity"] = self.chain.current()
+        return self.templates.TemplateResponse(request, name, context, status_code=code)
+
+    def who(self, typed: str) -> str:
+        """A typed log-in name as events may keep it: a reviewer's name, else a keyed tag (an
+        unknown "name" may be a password typed into the wrong field)."""
+        return cut(typed, 64) if self.reviews.is_reviewer(typed) else self.tokens.name_tag(typed)
+
+    async def refuse(self, why: str, details: dict[str, Any]) -> None:
+        """The middlewares' refusals (bad Host, Origin, body): an event, off the event loop."""
+        await asyncio.to_thread(self.refusals.record, REQUEST_REFUSED, "review", {"why": why, **details})
+
+
+def review_state(request: Request) -> ReviewState:
+    """Dependency: the state of the app that received this request."""
+    state: ReviewState = request.app.state.review
+    return state
