@@ -18,7 +18,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -26,15 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from harness import Figure, count_rows, interleaved, log, make_home, p50, p99, standalone
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-BENCH = Path(__file__).resolve().parent
-REPO = BENCH.parent
-if str(BENCH) not in sys.path:  # run as a script, or imported by bench/run.py: either way `run` is importable
-    sys.path.insert(0, str(BENCH))
-
-from run import FULL, QUICK, Figure, Report, log, make_home, print_table  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 PY = sys.executable
 FS_PACKAGE = "@modelcontextprotocol/server-filesystem@2026.8.31"
@@ -162,35 +157,14 @@ async def checked(client: Client, tool: str, args: dict[str, Any]) -> Any:
     return result
 
 
-# -- statistics ------------------------------------------------------------------------------------
-
-
-def p50(xs: list[float]) -> float:
-    return statistics.median(xs)
-
-
-def p99(xs: list[float]) -> float:
-    return statistics.quantiles(xs, n=100, method="inclusive")[98] if len(xs) > 1 else xs[0]
-
-
 # -- 1. a read, direct vs through the proxy -------------------------------------------------------
 
 
 async def side_by_side(
     direct: Client, proxied: Client, call: Callable[[Client], Awaitable[Any]], sizes: Sizes
 ) -> tuple[list[float], list[float]]:
-    """Warm both up, then alternate timed calls (swapping who goes first) so drift hits both alike."""
-    for _ in range(sizes.warmup):
-        await call(direct)
-        await call(proxied)
-    times: dict[int, list[float]] = {0: [], 1: []}
-    clients = (direct, proxied)
-    for i in range(sizes.reads):
-        for side in (0, 1) if i % 2 == 0 else (1, 0):
-            start = time.perf_counter()
-            await call(clients[side])
-            times[side].append(time.perf_counter() - start)
-    return [t * 1000 for t in times[0]], [t * 1000 for t in times[1]]
+    """The same call on both clients, interleaved (see harness.interleaved); latencies in ms."""
+    return await interleaved(lambda: call(direct), lambda: call(proxied), sizes.warmup, sizes.reads)
 
 
 def read_figures(label: str, direct: list[float], proxied: list[float]) -> list[Figure]:
@@ -232,7 +206,7 @@ async def notes_reads_and_proposals(work: Path, home: Path, sizes: Sizes) -> lis
             times.append((time.perf_counter() - start) * 1000)
             if i == 0 and (result.structured_content or {}).get("status") != "pending_approval":
                 raise RuntimeError(f"create_note did not propose: {result}")
-    made = _count(home / "gatekeeper.db", "SELECT count(*) FROM proposal")
+    made = count_rows(home / "gatekeeper.db", "proposal")
     if made != sizes.proposals:
         raise RuntimeError(f"{made} proposals recorded, expected {sizes.proposals}")
     figures += [
@@ -247,16 +221,6 @@ async def notes_reads_and_proposals(work: Path, home: Path, sizes: Sizes) -> lis
         Figure("P2. create_note proposal p99", p99(times), "ms"),
     ]
     return figures
-
-
-def _count(db: Path, sql: str) -> int:
-    import sqlite3
-
-    conn = sqlite3.connect(db)
-    try:
-        return int(conn.execute(sql).fetchone()[0])
-    finally:
-        conn.close()
 
 
 def install_filesystem_server() -> str | None:
@@ -397,20 +361,10 @@ def run(quick: bool, work: Path | None = None) -> list[Figure]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls and one cold start each, < 20 s")
     args = parser.parse_args(argv)
-    start = time.perf_counter()
-    try:
-        with tempfile.TemporaryDirectory(prefix="gatekeeper-proxy-bench-") as tmp:
-            report = Report()
-            for figure in run(args.quick, Path(tmp)):
-                report.add(figure)
-            print_table(report, QUICK if args.quick else FULL, Path(tmp), time.perf_counter() - start)
-    except Exception:
-        traceback.print_exc()
-        return 1
-    return 0
+    return standalone("gatekeeper-proxy-bench-", args.quick, run)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ import pstats
 import re
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,17 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from harness import Figure, draft, log, make_home, p50, p99, standalone
 
-from gatekeeper.canonical import format_ts, utc_now
 from gatekeeper.review.auth import hash_password
 from gatekeeper.store.store import ProposalDraft, Store
 
-BENCH = Path(__file__).resolve().parent
-REPO = BENCH.parent
-if str(BENCH) not in sys.path:  # run as a script, or imported by bench/run.py: either way `run` is importable
-    sys.path.insert(0, str(BENCH))
-
-from run import FULL, QUICK, Figure, Report, log, make_home, print_table  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 PASSWORD = "correct horse battery staple"
 QUEUE_MS, DETAIL_MS = 50.0, 100.0
@@ -63,20 +57,8 @@ QUICK_SIZES = Sizes(pending=10_000, warmup=2, requests=30)
 
 def _draft(i: int, content: bytes, tool: str = "create_note") -> ProposalDraft:
     path = f"notes/bench-{i}.md"
-    return ProposalDraft(
-        server="notes",
-        tool=tool,
-        arguments={"path": path, "content": content.decode("utf-8")},
-        workspace="/tmp/gatekeeper-review-bench-workspace",
-        path=path,
-        content=content,
-        policy_digest="0" * 64,
-        expires_at=format_ts(utc_now() + timedelta(days=1)),
-        client_name="bench",
-        client_version="1",
-        protocol_version="2025-11-25",
-        session_id="bench",
-    )
+    workspace = "/tmp/gatekeeper-review-bench-workspace"
+    return draft(path, content, tool=tool, workspace=workspace, ttl=timedelta(days=1), session="bench")
 
 
 def big_text(size: int = BIG_BYTES) -> bytes:
@@ -183,10 +165,6 @@ def logged_in(base: str, transport: httpx.BaseTransport | None = None) -> httpx.
 # -- timing ------------------------------------------------------------------------------------------
 
 
-def p99(xs: list[float]) -> float:
-    return statistics.quantiles(xs, n=100, method="inclusive")[98] if len(xs) > 1 else xs[0]
-
-
 def timed_gets(client: httpx.Client, url: str, sizes: Sizes, expect: str) -> tuple[list[float], int]:
     """Warm up, then time sequential GETs (ms); checks each answer is the page asked for."""
     size, times = 0, []
@@ -207,7 +185,7 @@ def page_figures(label: str, times: list[float], size: int, target: float | None
     return [
         Figure(
             f"{label} p50",
-            statistics.median(times),
+            p50(times),
             "ms",
             target,
             "<",
@@ -327,23 +305,18 @@ def profile(reps: int = 20) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer requests, < 20 s")
     parser.add_argument("--profile", action="store_true", help="after the table, cProfile both pages in-process")
     args = parser.parse_args(argv)
-    start = time.perf_counter()
-    try:
-        with tempfile.TemporaryDirectory(prefix="gatekeeper-review-bench-") as tmp:
-            report = Report()
-            for figure in run(args.quick, Path(tmp)):
-                report.add(figure)
-            print_table(report, QUICK if args.quick else FULL, Path(tmp), time.perf_counter() - start)
-        if args.profile:
+    status = standalone("gatekeeper-review-bench-", args.quick, run)
+    if status == 0 and args.profile:
+        try:
             profile()
-    except Exception:
-        traceback.print_exc()
-        return 1
-    return 0
+        except Exception:
+            traceback.print_exc()
+            return 1
+    return status
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
+@pytest.mark.smoke
 @pytest.mark.timeout(400)  # its subprocess may take 300 s
 def test_bench_quick_runs_and_reports_every_figure(tmp_path: Path) -> None:
     result = subprocess.run(
@@ -33,3 +35,27 @@ def test_bench_quick_runs_and_reports_every_figure(tmp_path: Path) -> None:
     assert locked is not None and locked.group(1) == "0"
     intact = re.search(r"chain intact after concurrent writes\s+(\d+)", result.stdout)
     assert intact is not None and intact.group(1) == "1"
+
+
+def _bench_imports(path: Path, names: set[str]) -> set[str]:
+    """The bench modules that ``path`` imports (bench/ is on sys.path when a bench runs)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found & names
+
+
+def test_bench_modules_import_the_harness_not_each_other() -> None:
+    """No import cycle: only run.py (the entry point) imports the benches; they import the harness
+    (and audit_bench the database builder); the harness imports no bench."""
+    modules = {p.stem: p for p in (REPO / "bench").glob("*.py")}
+    graph = {name: _bench_imports(path, set(modules) - {name}) for name, path in modules.items()}
+    assert graph["harness"] == set()
+    assert graph["bigdb"] == {"harness"}
+    for name, imported in graph.items():
+        if name != "run":
+            assert imported <= {"harness", "bigdb"}, f"bench/{name}.py imports {sorted(imported)}"
+    assert graph["run"] >= {"write_bench", "audit_bench", "commit_bench", "proxy_bench", "review_bench"}

@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
+@pytest.mark.smoke
 @pytest.mark.timeout(400)  # its subprocess may take 300 s
 def test_commit_bench_quick_runs_and_reports_its_figures(tmp_path: Path) -> None:
     result = subprocess.run(

@@ -27,6 +27,7 @@ def _clean_copy(dest: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.smoke
 @pytest.mark.timeout(1200)  # build (300 s) + venv + pip install (600 s) + runs
 def test_wheel_installs_alone_and_runs(tmp_path: Path) -> None:
     if shutil.which("git") is None:
