@@ -71,7 +71,7 @@ async def _end_on_signal(proxy: Proxy) -> None:
         async with anyio.create_task_group() as tg:
             # Alongside the children, not after them: counted refusals are written (a clean stop
             # loses no count) within the same 1.5 s; a counter cut short is a rolled-back transaction.
-            tg.start_soon(proxy.flush_refusals)
+            tg.start_soon(proxy.audit.flush_all)
             for downstream in proxy.downstreams.values():
                 await downstream.close()
             for downstream in proxy.downstreams.values():
