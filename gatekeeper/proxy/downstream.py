@@ -23,6 +23,7 @@ from typing import Any, TextIO
 import anyio
 from mcp import Client, MCPError, StdioServerParameters, types
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import FileUrl
 
 from gatekeeper.policy import Server
 from gatekeeper.policy.commands import executable
@@ -152,7 +153,9 @@ class Downstream:
         if not started:
             self._settle()  # waiters learn the failure; a start requested after a clean run waits on
 
-    async def _session(self, params: StdioServerParameters, errlog: TextIO, mode: str, probe_error: str = "") -> bool:
+    async def _session(
+        self, params: StdioServerParameters, errlog: TextIO, mode: str, probe_error: str | None = None
+    ) -> bool:
         """One life of the child: connect in ``mode``, serve until it is gone. True if it started."""
         started = False
         self._probe_failed = False
@@ -308,7 +311,7 @@ class Downstream:
     async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
         await self._on_log(self, params)
 
-    async def _roots(self, _context: Any) -> types.ListRootsResult:
+    async def _roots(self, context: Any) -> types.ListRootsResult:
         """A child asking for roots gets its workspace: the one folder it is about."""
         workspace = self.config.workspace
-        return types.ListRootsResult(roots=[types.Root(uri=workspace.as_uri(), name=f"{self.name} workspace")])
+        return types.ListRootsResult(roots=[types.Root(uri=FileUrl(workspace.as_uri()), name=f"{self.name} workspace")])

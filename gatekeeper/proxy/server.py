@@ -13,7 +13,7 @@ import logging
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp import MCPError, types
@@ -25,6 +25,7 @@ from mcp.server.subscriptions import (
     ResourcesListChanged,
     ToolsListChanged,
 )
+from mcp.types import RequestParamsMeta
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -258,13 +259,18 @@ class Proxy:
     ) -> types.CallToolResult:
         meta = {k: v for k, v in (ctx.meta or {}).items() if not k.startswith(_HOST_META) and k != "progress_token"}
 
-        async def progress(value: float, total: float | None, message: str | None) -> None:
-            await ctx.session.report_progress(value, total, message)
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            await ctx.session.report_progress(progress, total, message)
 
         self.active[route.server] = ctx
         try:
             result = await downstream.call(
-                lambda c: c.session.call_tool(route.tool, arguments, meta=meta or None, progress_callback=progress)
+                lambda c: c.session.call_tool(
+                    route.tool,
+                    arguments,
+                    meta=cast(RequestParamsMeta, meta) if meta else None,
+                    progress_callback=progress,
+                )
             )
         except DownstreamGone as exc:
             return tool_error(f"{exc}. It will be restarted on the next call.")
