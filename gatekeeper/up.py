@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from gatekeeper.home import Home
+from gatekeeper.store import events as ev
 
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
 
@@ -85,13 +86,13 @@ class EventFeed:
 
 
 def describe(kind: str, pid: str | None, payload: dict[str, object]) -> str | None:
-    if kind == "proposal_created":
+    if kind == ev.PROPOSAL_CREATED:
         where = f"{payload.get('server')}/{payload.get('tool')} → {payload.get('path')}"
         return f"proposal  {pid}  {where} ({payload.get('size')} bytes)"
-    if kind == "decision":
+    if kind == ev.DECISION:
         why = f": {payload['reason']}" if payload.get("reason") else ""
         return f"{payload.get('verdict'):<9} {pid}  by {payload.get('reviewer')}{why}"
-    if kind == "commit_outcome":
+    if kind == ev.COMMIT_OUTCOME:
         where = payload.get("final_path") if payload.get("outcome") == "created" else payload.get("detail")
         return f"{'committed' if payload.get('outcome') == 'created' else payload.get('outcome'):<9} {pid}  {where}"
     return None

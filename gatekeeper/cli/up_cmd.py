@@ -39,6 +39,7 @@ def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str |
     from gatekeeper.home import setup_home
     from gatekeeper.policy import load_policy
     from gatekeeper.review.auth import Tokens, hash_password
+    from gatekeeper.store.events import LOGIN_LINK_ISSUED
     from gatekeeper.store.queries import Reader
     from gatekeeper.store.store import Store
     from gatekeeper.up import Child, child_argv, port_mismatch, review_port, supervise
@@ -90,7 +91,7 @@ def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str |
             except OSError:
                 time.sleep(0.1)
         with Store(home.db_path) as store:
-            store.append_event("login_link_issued", ctx.actor, {"reviewer": who, "by": "up"})
+            store.append_event(LOGIN_LINK_ISSUED, ctx.actor, {"reviewer": who, "by": "up"})
         link = f"http://127.0.0.1:{port}/login/link?token={Tokens(home.read_key()).login_link(who)}"
         say(f"Review page: http://127.0.0.1:{port}/")
         say(f"Log in as {who} (one-time link, 10 minutes): {link}")

@@ -15,6 +15,7 @@ from typing import Any
 
 from gatekeeper.canonical import now_ts
 from gatekeeper.store.chain import GENESIS, EventRow
+from gatekeeper.store.events import COMMIT_INTENT
 from gatekeeper.store.version import BUSY_TIMEOUT_MS
 
 STATUSES = ("pending", "expired", "rejected", "approved", "committed", "conflict", "refused", "failed")
@@ -215,13 +216,13 @@ class Reader:
                 "SELECT p.id, p.created_at, p.server, p.tool, p.workspace, p.path, p.sha256, p.size, "
                 "d.id AS decision_id, d.verdict, d.reviewer, d.reason, d.sha256 AS decision_sha256, "
                 "d.path AS decision_path, d.decided_at, d.signature, p.workspace_real, "
-                "EXISTS (SELECT 1 FROM audit_event e WHERE e.proposal_id = p.id AND +e.kind = 'commit_intent') "
+                "EXISTS (SELECT 1 FROM audit_event e WHERE e.proposal_id = p.id AND +e.kind = ?) "
                 "AS has_intent "
                 "FROM decision d JOIN proposal p ON p.id = d.proposal_id "
                 "LEFT JOIN commit_record c ON c.proposal_id = d.proposal_id "
                 "WHERE d.id > ? AND d.id <= ? AND d.verdict = 'approved' AND c.proposal_id IS NULL "
                 "ORDER BY p.created_at, p.id",
-                (after_decision_id, high),
+                (COMMIT_INTENT, after_decision_id, high),
             )
             names = [c[0] for c in cur.description]
             rows = [dict(zip(names, row, strict=True)) for row in cur]
