@@ -10,7 +10,6 @@ errors with a plain message; details go to the log on stderr, never to stdout.
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, cast
@@ -78,25 +77,23 @@ class Proxy:
         self.listing = ToolListing(self.catalog, self.downstreams, self.audit)
         self.passthrough = Passthrough(policy, self.downstreams)
         self.proposer = Proposer(policy, home, self.audit, self.session_id)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.server: Server[Any] = Server(
-                "gatekeeper",
-                version=__version__,
-                instructions=(
-                    "Gatekeeper guards writes: tools marked [Gatekeeper] only propose a file, which a person "
-                    "approves or rejects on the review page. Use gatekeeper_proposal_status to follow one."
-                ),
-                lifespan=self._lifespan,
-                on_list_tools=self.listing.list_tools,
-                on_call_tool=self.call_tool,
-                on_subscriptions_listen=ListenHandler(self.bus),
-                on_list_resources=self.passthrough.list_resources,
-                on_list_resource_templates=self.passthrough.list_resource_templates,
-                on_read_resource=self.passthrough.read_resource,
-                on_list_prompts=self.passthrough.list_prompts,
-                on_get_prompt=self.passthrough.get_prompt,
-            )
+        self.server: Server[Any] = Server(
+            "gatekeeper",
+            version=__version__,
+            instructions=(
+                "Gatekeeper guards writes: tools marked [Gatekeeper] only propose a file, which a person "
+                "approves or rejects on the review page. Use gatekeeper_proposal_status to follow one."
+            ),
+            lifespan=self._lifespan,
+            on_list_tools=self.listing.list_tools,
+            on_call_tool=self.call_tool,
+            on_subscriptions_listen=ListenHandler(self.bus),
+            on_list_resources=self.passthrough.list_resources,
+            on_list_resource_templates=self.passthrough.list_resource_templates,
+            on_read_resource=self.passthrough.read_resource,
+            on_list_prompts=self.passthrough.list_prompts,
+            on_get_prompt=self.passthrough.get_prompt,
+        )
         self.server.middleware.append(self._middleware)
 
     def initialization_options(self) -> Any:
