@@ -187,26 +187,8 @@ class Downstream:
                         logging_callback=self._log,
                         list_roots_callback=self._roots,
                     ) as client:
-                        self.client, self.error, self.failures, self.start_failed = client, None, 0, False
-                        self.generation += 1
                         started = True
-                        modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
-                        remembered = self.era is not None
-                        if self.mode == "auto":  # the era that worked, for every later start of this proxy
-                            self.era = "auto" if modern else "legacy"
-                        await self._on_event(
-                            ev.SERVER_STARTED,
-                            {
-                                "server": self.name,
-                                "protocol_version": client.protocol_version,
-                                "mode": mode,
-                                "era": "modern" if modern else "legacy",
-                                "era_remembered": remembered,
-                                "probe_error": probe_error or None,
-                            },
-                        )
-                        self._settle()
-                        if modern:
+                        if await self._started(client, mode, probe_error):  # a modern child
                             tg.start_soon(self._listen, client)
                         await self._gone.wait()
                         tg.cancel_scope.cancel()
@@ -222,6 +204,29 @@ class Downstream:
         if not started and self._closing and self.error is None:
             self.error = "the proxy is shutting down"
         return started
+
+    async def _started(self, client: Client, mode: str, probe_error: str | None) -> bool:
+        """The child answered the handshake: make it the live client, record it, wake the waiters.
+        True if it speaks 2026-07-28 (and so needs a listen stream for list_changed)."""
+        self.client, self.error, self.failures, self.start_failed = client, None, 0, False
+        self.generation += 1
+        modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+        remembered = self.era is not None
+        if self.mode == "auto":  # the era that worked, for every later start of this proxy
+            self.era = "auto" if modern else "legacy"
+        await self._on_event(
+            ev.SERVER_STARTED,
+            {
+                "server": self.name,
+                "protocol_version": client.protocol_version,
+                "mode": mode,
+                "era": "modern" if modern else "legacy",
+                "era_remembered": remembered,
+                "probe_error": probe_error or None,
+            },
+        )
+        self._settle()
+        return modern
 
     async def _listen(self, client: Client) -> None:
         """2026-07-28 children send list_changed only while a listen stream is open."""
