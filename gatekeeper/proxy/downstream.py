@@ -23,6 +23,7 @@ from typing import Any, TextIO
 import anyio
 from mcp import Client, MCPError, StdioServerParameters, types
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import FileUrl
 
 from gatekeeper.policy import Server
 from gatekeeper.policy.commands import executable
@@ -152,7 +153,9 @@ class Downstream:
         if not started:
             self._settle()  # waiters learn the failure; a start requested after a clean run waits on
 
-    async def _session(self, params: StdioServerParameters, errlog: TextIO, mode: str, probe_error: str = "") -> bool:
+    async def _session(
+        self, params: StdioServerParameters, errlog: TextIO, mode: str, probe_error: str | None = None
+    ) -> bool:
         """One life of the child: connect in ``mode``, serve until it is gone. True if it started."""
         started = False
         self._probe_failed = False
@@ -184,26 +187,8 @@ class Downstream:
                         logging_callback=self._log,
                         list_roots_callback=self._roots,
                     ) as client:
-                        self.client, self.error, self.failures, self.start_failed = client, None, 0, False
-                        self.generation += 1
                         started = True
-                        modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
-                        remembered = self.era is not None
-                        if self.mode == "auto":  # the era that worked, for every later start of this proxy
-                            self.era = "auto" if modern else "legacy"
-                        await self._on_event(
-                            ev.SERVER_STARTED,
-                            {
-                                "server": self.name,
-                                "protocol_version": client.protocol_version,
-                                "mode": mode,
-                                "era": "modern" if modern else "legacy",
-                                "era_remembered": remembered,
-                                "probe_error": probe_error or None,
-                            },
-                        )
-                        self._settle()
-                        if modern:
+                        if await self._started(client, mode, probe_error):  # a modern child
                             tg.start_soon(self._listen, client)
                         await self._gone.wait()
                         tg.cancel_scope.cancel()
@@ -219,6 +204,29 @@ class Downstream:
         if not started and self._closing and self.error is None:
             self.error = "the proxy is shutting down"
         return started
+
+    async def _started(self, client: Client, mode: str, probe_error: str | None) -> bool:
+        """The child answered the handshake: make it the live client, record it, wake the waiters.
+        True if it speaks 2026-07-28 (and so needs a listen stream for list_changed)."""
+        self.client, self.error, self.failures, self.start_failed = client, None, 0, False
+        self.generation += 1
+        modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+        remembered = self.era is not None
+        if self.mode == "auto":  # the era that worked, for every later start of this proxy
+            self.era = "auto" if modern else "legacy"
+        await self._on_event(
+            ev.SERVER_STARTED,
+            {
+                "server": self.name,
+                "protocol_version": client.protocol_version,
+                "mode": mode,
+                "era": "modern" if modern else "legacy",
+                "era_remembered": remembered,
+                "probe_error": probe_error or None,
+            },
+        )
+        self._settle()
+        return modern
 
     async def _listen(self, client: Client) -> None:
         """2026-07-28 children send list_changed only while a listen stream is open."""
@@ -308,7 +316,7 @@ class Downstream:
     async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
         await self._on_log(self, params)
 
-    async def _roots(self, _context: Any) -> types.ListRootsResult:
+    async def _roots(self, context: Any) -> types.ListRootsResult:
         """A child asking for roots gets its workspace: the one folder it is about."""
         workspace = self.config.workspace
-        return types.ListRootsResult(roots=[types.Root(uri=workspace.as_uri(), name=f"{self.name} workspace")])
+        return types.ListRootsResult(roots=[types.Root(uri=FileUrl(workspace.as_uri()), name=f"{self.name} workspace")])

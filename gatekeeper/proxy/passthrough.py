@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from mcp import MCPError, types
+from mcp import Client, MCPError, types
 from mcp.server import ServerRequestContext
 
 from gatekeeper.policy import Policy
@@ -48,7 +48,7 @@ class Passthrough:
     async def _pages(self, downstream: Downstream, method: str, attr: str) -> list[Any]:
         items, cursor = [], None
         while True:
-            page = await downstream.call(lambda c, cur=cursor: getattr(c, method)(cursor=cur))
+            page = await downstream.call(_page(method, cursor))
             items.extend(getattr(page, attr))
             if (cursor := page.next_cursor) is None:
                 return items
@@ -104,15 +104,24 @@ class Passthrough:
     async def get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
+        owner = self._owner(params.name)
+        if owner is None:
+            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}")
+        downstream, name_there = owner
+        try:
+            return strip_stamp(await downstream.call(lambda c: c.get_prompt(name_there, params.arguments)))
+        except (DownstreamUnavailable, DownstreamGone) as exc:
+            raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
+
+    def _owner(self, prompt: str) -> tuple[Downstream, str] | None:
+        """The server a (prefixed) prompt name belongs to, and the prompt's name there."""
         for name, downstream in self.downstreams.items():
             prefix = self._prefix(name)
-            if params.name.startswith(prefix):
-                try:
-                    return strip_stamp(
-                        await downstream.call(
-                            lambda c, p=prefix: c.get_prompt(params.name.removeprefix(p), params.arguments)
-                        )
-                    )
-                except (DownstreamUnavailable, DownstreamGone) as exc:
-                    raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
-        raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}")
+            if prompt.startswith(prefix):
+                return downstream, prompt.removeprefix(prefix)
+        return None
+
+
+def _page(method: str, cursor: str | None) -> Callable[[Client], Awaitable[Any]]:
+    """One page request of a list method, bound to its cursor now (not when the loop has moved on)."""
+    return lambda client: getattr(client, method)(cursor=cursor)

@@ -16,6 +16,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 import anyio
+from mcp.shared.exceptions import MCPDeprecationWarning
 
 from gatekeeper.home import Home
 from gatekeeper.policy import Policy
@@ -35,7 +36,21 @@ def _logging(home: Home) -> None:
     to_stderr.setLevel(os.environ.get("GATEKEEPER_LOG_LEVEL", "WARNING").upper())
     to_stderr.setFormatter(logging.Formatter("gatekeeper: %(message)s"))
     root.addHandler(to_stderr)
-    warnings.simplefilter("ignore")  # SDK deprecation warnings (logging, roots) are not the user's business
+
+
+def expected_warnings() -> None:
+    """Silence the one warning the proxy provokes on purpose, and nothing else.
+
+    Forwarding a child's log lines to the host needs ``send_log_message``, which the SDK marks
+    deprecated (logging is gone from 2026-07-28): a warning per process in the host's log would
+    say nothing the user can act on. Any other warning still reaches stderr.
+    """
+    warnings.filterwarnings(
+        "ignore",
+        message=r"The logging capability is deprecated",
+        category=MCPDeprecationWarning,
+        module=r"gatekeeper\.proxy\.server\Z",
+    )
 
 
 def serve_stdio(policy: Policy, home: Home, *, mode: str = "auto") -> None:
@@ -43,6 +58,7 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "auto") -> None:
     from gatekeeper.proxy.wire import filtered_stdio
 
     _logging(home)
+    expected_warnings()
 
     async def main() -> None:
         proxy = Proxy(policy, home, mode=mode)
@@ -71,7 +87,7 @@ async def _end_on_signal(proxy: Proxy) -> None:
         async with anyio.create_task_group() as tg:
             # Alongside the children, not after them: counted refusals are written (a clean stop
             # loses no count) within the same 1.5 s; a counter cut short is a rolled-back transaction.
-            tg.start_soon(proxy.flush_refusals)
+            tg.start_soon(proxy.audit.flush_all)
             for downstream in proxy.downstreams.values():
                 await downstream.close()
             for downstream in proxy.downstreams.values():

@@ -1,4 +1,6 @@
-"""Audit event kinds. Free text in the database; named here so callers do not misspell them."""
+"""Audit event kinds: the one registry. Free text in the database; named here so callers do not
+misspell them, and so a reader finds every kind in one place. No kind is spelled as a string
+literal anywhere else in gatekeeper/ (tests/test_event_kinds.py scans for them)."""
 
 from __future__ import annotations
 
@@ -31,3 +33,8 @@ LOGIN_LINK_ISSUED = "login_link_issued"
 LOGOUT = "logout"
 # "The refusal stored as event `first_seq` happened N more times": see gatekeeper/store/refusals.py.
 REFUSAL_REPEATED = "refusal_repeated"
+
+# Every kind above, for checks that need the whole set (derived, so it cannot fall out of step).
+KINDS: frozenset[str] = frozenset(
+    value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)
+)

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from gatekeeper.canonical import format_ts, now_ts, utc_now
-from gatekeeper.store.events import LOGIN, LOGIN_FAILED, LOGOUT, REQUEST_REFUSED
+from gatekeeper.store.events import LOGIN, LOGOUT
 from gatekeeper.store.store import Store
 
-__all__ = ["LOGIN", "LOGIN_FAILED", "LOGOUT", "REQUEST_REFUSED", "Reviews", "Session"]
+__all__ = ["Reviews", "Session"]  # event kinds live in store/events.py only
 
 
 @dataclass(frozen=True)

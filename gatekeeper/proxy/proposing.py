@@ -1,0 +1,153 @@
+"""A call to a ``propose`` tool: draft, store, then wait, hand off or answer "pending".
+
+The host's arguments become a proposal (proxy/intake.py checks them against the rule). What the
+host gets back depends on the rule and the host: with ``wait_seconds`` the call waits for the
+person's decision (reporting progress); a 2026-07-28 host with URL elicitation is handed to the
+review page (proxy/handoff.py) and its retry resumes here; anyone else gets the pending result
+with the review URL. Nothing here writes a workspace file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp import types
+from mcp.server import ServerRequestContext
+
+from gatekeeper.errors import InvalidInput
+from gatekeeper.home import Home
+from gatekeeper.policy import RESERVED_TOOL, Policy
+from gatekeeper.proxy import intake
+from gatekeeper.proxy.audit import Audit
+from gatekeeper.proxy.catalog import Route
+from gatekeeper.proxy.handoff import HandOff
+from gatekeeper.proxy.status import final_result, read_proposal, tool_error, wait_for_outcome
+from gatekeeper.store import events as ev
+from gatekeeper.store.bounded import bounded
+
+WAITING_MESSAGE = "waiting for a person to review the proposal"
+
+
+class Proposer:
+    """The propose / wait / hand-off flow of one proxy session."""
+
+    def __init__(self, policy: Policy, home: Home, audit: Audit, session_id: str) -> None:
+        self.policy = policy
+        self.db_path = home.db_path
+        self.audit = audit
+        self.session_id = session_id
+        self.handoff = HandOff(home.read_key(), home.db_path)
+
+    def review_url(self, pid: str) -> str:
+        """Where a person decides on this proposal."""
+        return f"{self.policy.review_url}/proposals/{pid}"
+
+    async def propose(
+        self, ctx: ServerRequestContext[Any], route: Route, arguments: Any
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Answer a host's call to a tool whose rule is ``propose`` (or its retry after a hand-off)."""
+        rule = route.rule.propose
+        assert rule is not None
+        state = (ctx.params or {}).get("requestState")
+        if state is not None:
+            return await self._resume(ctx, state)
+        server = self.policy.servers[route.server]
+        try:
+            draft = intake.draft(
+                route.server, server, route.tool, rule, arguments, self._requester(ctx), self.policy.digest
+            )
+        except InvalidInput as exc:
+            await self.audit.refused(
+                ev.PROPOSAL_REFUSED,
+                {
+                    "server": route.server,
+                    "tool": route.tool,
+                    "why": str(exc),
+                    "args_sha256": intake.arguments_digest(arguments),
+                },
+            )
+            return tool_error(f"Not proposed: {exc}")
+        proposed = await self.audit.db(self.audit.store.propose, draft, self.audit.actor)
+        pending = self._pending_result(
+            proposed.id,
+            draft.path,
+            f"{server.workspace}/{draft.path}",
+            proposed.size,
+            proposed.sha256,
+            proposed.expires_at,
+            repeat=not proposed.created,
+        )
+        if rule.wait_seconds > 0:
+            progress = self._progress(ctx, rule.wait_seconds)
+            outcome = await wait_for_outcome(self.db_path, proposed.id, rule.wait_seconds, progress)
+            return final_result(outcome) if outcome is not None else pending
+        if self.handoff.available(ctx):
+            return self.handoff.request(proposed.id, self.review_url(proposed.id))
+        return pending
+
+    def _requester(self, ctx: ServerRequestContext[Any]) -> intake.Requester:
+        """Who asked, as the host declared itself: recorded with the proposal, never trusted."""
+        info = ctx.session.client_params.client_info if ctx.session.client_params else None
+        return intake.Requester(
+            client_name=info.name if info else None,
+            client_version=info.version if info else None,
+            protocol_version=ctx.protocol_version,
+            session_id=self.session_id,
+        )
+
+    def _pending_result(
+        self, pid: str, path: str, absolute: str, size: int, sha256: str, expires_at: str, *, repeat: bool
+    ) -> types.CallToolResult:
+        url = self.review_url(pid)
+        summary = {
+            "proposal_id": pid,
+            "status": "pending_approval",
+            "destination": path,
+            "absolute_path": absolute,
+            "size": size,
+            "sha256": sha256,
+            "expires_at": expires_at,
+            "review_url": url,
+            "repeat": repeat,
+        }
+        text = (
+            f"Proposed, not written: {path} ({size} bytes, sha256 {sha256[:16]}…). "
+            f"Status: pending_approval. A person must approve this exact content at {url} before the file is "
+            f"created. Proposal id: {pid} (check it with {RESERVED_TOOL})."
+        )
+        if repeat:
+            text = "This identical proposal is already pending. " + text
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=summary)
+
+    @staticmethod
+    def _progress(ctx: ServerRequestContext[Any], total: float) -> Callable[[float], Awaitable[None]]:
+        async def tick(elapsed: float) -> None:
+            await ctx.session.report_progress(round(elapsed, 1), float(total), WAITING_MESSAGE)
+
+        return tick
+
+    async def _resume(self, ctx: ServerRequestContext[Any], state: Any) -> types.CallToolResult:
+        """The host retried after the hand-off (see proxy/handoff.py)."""
+        pid = self.handoff.proposal_of(state)
+        if pid is None:
+            await self.audit.refused(ev.PROPOSAL_REFUSED, {"why": "request_state forged, altered or expired"})
+            return tool_error(
+                "Not proposed: the request state is not one Gatekeeper issued (or it expired). Call again."
+            )
+        await self.audit.event(ev.HANDOFF_RESUMED, bounded({"answer": self.handoff.answer(ctx)}), proposal_id=pid)
+        outcome = await self.handoff.outcome(pid)
+        if outcome is not None:
+            return final_result(outcome)
+        detail = await read_proposal(self.db_path, pid)
+        if detail is None:
+            return tool_error(f"No proposal {pid}.")
+        return self._pending_result(
+            pid,
+            detail["path"],
+            f"{detail['workspace']}/{detail['path']}",
+            detail["size"],
+            detail["sha256"],
+            detail["expires_at"],
+            repeat=False,
+        )
