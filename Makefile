@@ -17,6 +17,7 @@ install: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/cog --check README.md
 
 # The review page's browser tests use Debian's Chromium (Playwright downloads nothing here).

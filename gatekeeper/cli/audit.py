@@ -20,7 +20,7 @@ from gatekeeper.store.queries import STATUSES, Reader, event_dict
 from gatekeeper.store.version import check_schema
 
 
-class Since(click.ParamType):
+class Since(click.ParamType[str, Any]):
     """``30m``, ``1h``, ``7d`` ago, or an ISO-8601 time; becomes a canonical UTC timestamp."""
 
     name = "since"
@@ -32,7 +32,7 @@ class Since(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
-class Head(click.ParamType):
+class Head(click.ParamType[SavedHead, Any]):
     """A head kept elsewhere, as ``audit head`` printed it; a bad one is a usage error (exit 2)."""
 
     name = "head"

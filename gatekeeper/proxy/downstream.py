@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import anyio
 from mcp import Client, MCPError, StdioServerParameters, types
@@ -30,6 +30,7 @@ from gatekeeper.policy.commands import executable
 from gatekeeper.proxy.child import child_stdio
 from gatekeeper.store import events as ev
 
+T = TypeVar("T")
 START_TIMEOUT = float(os.environ.get("GATEKEEPER_START_TIMEOUT", "30"))
 # Longer than a cold start (filesystem 0.3 s, git 0.6 s); a slower server still works, on initialize.
 PROBE_TIMEOUT = float(os.environ.get("GATEKEEPER_PROBE_TIMEOUT", "5"))
@@ -180,7 +181,7 @@ class Downstream:
                         tg.start_soon(probe_deadline, self._scope)
                     async with Client(
                         child_stdio(params, errlog),
-                        mode=mode,  # type: ignore[arg-type]
+                        mode=mode,
                         cache=None,
                         log_level="debug",
                         message_handler=self._message,
@@ -292,7 +293,7 @@ class Downstream:
             return ""
         return "\n".join([line for line in text.splitlines() if not line.startswith(_MARK)][-lines:])
 
-    async def call(self, method: Callable[[Client], Awaitable[Any]]) -> Any:
+    async def call(self, method: Callable[[Client], Awaitable[T]]) -> T:
         """Run one request on the live client; a closed connection becomes ``DownstreamGone``."""
         client = await self.ready()
         try:

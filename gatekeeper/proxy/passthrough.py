@@ -18,13 +18,13 @@ from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUn
 T = TypeVar("T")
 
 
-def strip_stamp(result: Any) -> Any:
+def strip_stamp(result: T) -> T:
     """Drop the child's serverInfo stamp: on 2026 hosts it would win over ours."""
     from mcp.types import SERVER_INFO_META_KEY
 
     meta = getattr(result, "meta", None)
     if meta and SERVER_INFO_META_KEY in meta:
-        result.meta = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY} or None
+        setattr(result, "meta", {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY} or None)  # noqa: B010
     return result
 
 

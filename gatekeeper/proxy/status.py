@@ -65,7 +65,7 @@ def summary(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def words(s: dict[str, Any]) -> str:
-    return {
+    said: str = {
         "pending": "waiting for a person to review it",
         "expired": "expired before anyone decided; propose again if it is still wanted",
         "approved": "approved; the file will be created shortly",
@@ -75,6 +75,7 @@ def words(s: dict[str, Any]) -> str:
         "refused": f"not written: {s['detail']}",
         "failed": f"not written: {s['detail']}",
     }.get(s["status"], s["status"])
+    return said
 
 
 async def proposal_status(db_path: Path, arguments: Any) -> types.CallToolResult:

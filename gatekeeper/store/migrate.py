@@ -8,14 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gatekeeper.errors import SchemaTooNew
 from gatekeeper.resources import migrations_dir
 from gatekeeper.store.engine import make_engine
 from gatekeeper.store.version import current_revision
 
+if TYPE_CHECKING:
+    from alembic.config import Config
 
-def _config(migrations: Path):
+
+def _config(migrations: Path) -> Config:
     from alembic.config import Config
 
     cfg = Config()

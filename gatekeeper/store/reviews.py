@@ -35,7 +35,8 @@ class Reviews:
 
     def _one(self, sql: str, params: tuple[object, ...]) -> tuple[object, ...] | None:
         with self._lock:
-            return self._ro.execute(sql, params).fetchone()
+            row: tuple[object, ...] | None = self._ro.execute(sql, params).fetchone()
+            return row
 
     def close(self) -> None:
         self._ro.close()

@@ -48,7 +48,8 @@ class Tx:
         self._cur = cursor
 
     def first(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> tuple[Any, ...] | None:
-        return self._cur.execute(sql, params).fetchone()
+        row: tuple[Any, ...] | None = self._cur.execute(sql, params).fetchone()
+        return row
 
     def all(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         return self._cur.execute(sql, params).fetchall()
