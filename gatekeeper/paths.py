@@ -55,6 +55,29 @@ def normalise_destination(raw: object, workspace: Path) -> str:
         raise PathRefused(f"destination must be a string, got {type(raw).__name__}", "pass a relative path")
     if raw == "":
         raise _refuse(raw, "it is empty", "pass a relative path such as notes/idea.md")
+    _check_characters(raw)
+    text = raw
+    if text.startswith("/"):
+        root = str(workspace).rstrip("/") + "/"
+        if not text.startswith(root):
+            raise _refuse(
+                raw,
+                f"it is an absolute path outside the workspace {workspace}",
+                "pass a path relative to the workspace",
+            )
+        text = text[len(root) :]
+    if len(text.encode("utf-8")) > MAX_PATH_BYTES:
+        raise _refuse(raw, f"it is longer than {MAX_PATH_BYTES} bytes", "use a shorter path")
+    parts = text.split("/")
+    if len(parts) > MAX_DEPTH:
+        raise _refuse(raw, f"it is nested more than {MAX_DEPTH} folders deep", "use a shallower path")
+    for part in parts:
+        _check_component(raw, part)
+    return str(PurePosixPath(*parts))
+
+
+def _check_characters(raw: str) -> None:
+    """Refuse what would make the name read differently on the page than on disk."""
     for position, ch in enumerate(raw, start=1):
         if ch in _LOOKALIKES:
             raise _refuse(
@@ -92,24 +115,6 @@ def normalise_destination(raw: object, workspace: Path) -> str:
             "it contains compatibility characters (look-alike letters or symbols)",
             f"write it as {unicodedata.normalize('NFKC', raw)!r} if that is what you mean",
         )
-    text = raw
-    if text.startswith("/"):
-        root = str(workspace).rstrip("/") + "/"
-        if not text.startswith(root):
-            raise _refuse(
-                raw,
-                f"it is an absolute path outside the workspace {workspace}",
-                "pass a path relative to the workspace",
-            )
-        text = text[len(root) :]
-    if len(text.encode("utf-8")) > MAX_PATH_BYTES:
-        raise _refuse(raw, f"it is longer than {MAX_PATH_BYTES} bytes", "use a shorter path")
-    parts = text.split("/")
-    if len(parts) > MAX_DEPTH:
-        raise _refuse(raw, f"it is nested more than {MAX_DEPTH} folders deep", "use a shallower path")
-    for part in parts:
-        _check_component(raw, part)
-    return str(PurePosixPath(*parts))
 
 
 def _check_component(raw: str, part: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -31,6 +32,12 @@ def build(root: Path) -> MCPServer:
             raise ValueError(f"{rel!r} is outside the notes folder")
         return path
 
+    _reading_tools(server, root, inside)
+    _writing_tools(server, root, inside)
+    return server
+
+
+def _reading_tools(server: MCPServer, root: Path, inside: Callable[[str], Path]) -> None:
     @server.tool(description="List every note (a path relative to the notes folder).")
     def list_notes() -> list[str]:
         return sorted(str(p.relative_to(root)) for p in root.rglob("*.md") if p.is_file())
@@ -47,6 +54,28 @@ def build(root: Path) -> MCPServer:
             for p in root.rglob("*.md")
             if p.is_file() and q in p.read_text(errors="replace").lower()
         )
+
+    @server.tool(description="Count slowly to n, reporting progress and logging each step (for demos of progress).")
+    async def count_slowly(n: int, ctx: Context, delay_ms: int = 50) -> int:
+        import anyio
+
+        for i in range(1, n + 1):
+            await ctx.report_progress(i, n, f"step {i} of {n}")
+            await ctx.info(f"counted {i}")
+            await anyio.sleep(delay_ms / 1000)  # the pace is the point: a demo of progress
+        return n
+
+    @server.resource("note://{name}", description="The text of notes/<name>.", mime_type="text/markdown")
+    def note_resource(name: str) -> str:
+        return read_note(f"notes/{name}")
+
+    @server.prompt(description="Ask for a summary of one note.")
+    def summarize(path: str) -> str:
+        return f"Summarise the note {path} in three bullet points."
+
+
+def _writing_tools(server: MCPServer, root: Path, inside: Callable[[str], Path]) -> None:
+    """What Gatekeeper turns into proposals (or denies): the server itself writes at once."""
 
     @server.tool(description="Create a new note notes/<slug of title>.md with the given body.")
     def create_note(title: str, body: str) -> str:
@@ -67,26 +96,6 @@ def build(root: Path) -> MCPServer:
     def delete_note(path: str) -> str:
         inside(path).unlink()
         return f"deleted {path}"
-
-    @server.tool(description="Count slowly to n, reporting progress and logging each step (for demos of progress).")
-    async def count_slowly(n: int, ctx: Context, delay_ms: int = 50) -> int:
-        import anyio
-
-        for i in range(1, n + 1):
-            await ctx.report_progress(i, n, f"step {i} of {n}")
-            await ctx.info(f"counted {i}")
-            await anyio.sleep(delay_ms / 1000)
-        return n
-
-    @server.resource("note://{name}", description="The text of notes/<name>.", mime_type="text/markdown")
-    def note_resource(name: str) -> str:
-        return read_note(f"notes/{name}")
-
-    @server.prompt(description="Ask for a summary of one note.")
-    def summarize(path: str) -> str:
-        return f"Summarise the note {path} in three bullet points."
-
-    return server
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 POLICY = """\
 version: 1
@@ -94,6 +95,77 @@ def approve_in_browser(login_link: str, review_url: str) -> None:
         browser.close()
 
 
+def start_up(home: Path, port: int, policy: Path) -> tuple[subprocess.Popen[str], str, threading.Event]:
+    """Step 2: ``gatekeeper up``; its one-time log-in link, and an event set once it commits."""
+    up = subprocess.Popen(
+        gk(home, "up", "--port", str(port), "--policy", str(policy), "--reviewer", "demo", "--password-stdin"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
+    assert up.stdin is not None and up.stdout is not None
+    up.stdin.write(secrets.token_urlsafe(18) + "\n")
+    up.stdin.close()
+    login_link = ""
+    committed = threading.Event()
+    for line in up.stdout:
+        print(f"  up | {line.rstrip()}", flush=True)
+        if match := re.search(r"(http://127\.0\.0\.1:\d+/login/link\?token=\S+)", line):
+            login_link = match.group(1)
+        if "Ctrl-C stops" in line:
+            break
+
+    def relay() -> None:
+        assert up.stdout is not None
+        for line in up.stdout:
+            print(f"  up | {line.rstrip()}", flush=True)
+            if line.startswith("committed"):
+                committed.set()
+
+    if login_link:
+        threading.Thread(target=relay, daemon=True).start()
+    return up, login_link, committed
+
+
+def run_agent(home: Path, policy: Path, login_link: str, headless: bool) -> tuple[int, dict[str, Any], str]:
+    """Steps 3 and 4: the scripted agent proposes; a person (or Chromium) approves on the page."""
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "gatekeeper.demo.agent", "--policy", str(policy), "--home", str(home)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+        env={**os.environ, "GATEKEEPER_HOME": str(home)},
+    )
+    assert agent.stdout is not None
+    for line in agent.stdout:
+        print(line.rstrip(), flush=True)
+        if ">>> Review it here:" in line:
+            review_url = line.split(">>> Review it here:", 1)[1].strip()
+            if headless:
+                step("4. Approving in headless Chromium (Playwright), as a person would")
+                approve_in_browser(login_link, review_url)
+            else:
+                step("4. Your turn: approve it in the browser")
+                print(f"Log in with this one-time link:\n  {login_link}\nthen open:\n  {review_url}", flush=True)
+                print("and press 'Approve' (or reject it with a reason). Waiting…", flush=True)
+    status = agent.wait()
+    stderr = agent.stderr.read() if agent.stderr else ""
+    outcome = json.loads(stderr.strip().splitlines()[-1]) if stderr.strip() else {}
+    return status, outcome, stderr
+
+
+def stop(up: subprocess.Popen[str] | None) -> None:
+    if up is not None and up.poll() is None:
+        up.send_signal(signal.SIGINT)
+        try:
+            up.wait(15)
+        except subprocess.TimeoutExpired:
+            up.kill()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--headless", action="store_true", help="approve with Playwright + Chromium (make demo-check)")
@@ -113,62 +185,13 @@ def main() -> int:
         subprocess.run(gk(home, "policy", "check", "--policy", str(policy)), check=True)
 
         step("2. gatekeeper up: the review page and the committer")
-        up = subprocess.Popen(
-            gk(home, "up", "--port", str(port), "--policy", str(policy), "--reviewer", "demo", "--password-stdin"),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            bufsize=1,
-        )
-        assert up.stdin is not None and up.stdout is not None
-        up.stdin.write(secrets.token_urlsafe(18) + "\n")
-        up.stdin.close()
-        login_link = ""
-        committed = threading.Event()
-        for line in up.stdout:
-            print(f"  up | {line.rstrip()}", flush=True)
-            if match := re.search(r"(http://127\.0\.0\.1:\d+/login/link\?token=\S+)", line):
-                login_link = match.group(1)
-            if "Ctrl-C stops" in line:
-                break
+        up, login_link, committed = start_up(home, port, policy)
         if not login_link:
             print("gatekeeper up did not start; see above", file=sys.stderr)
             return 1
 
-        def relay() -> None:
-            assert up is not None and up.stdout is not None
-            for line in up.stdout:
-                print(f"  up | {line.rstrip()}", flush=True)
-                if line.startswith("committed"):
-                    committed.set()
-
-        threading.Thread(target=relay, daemon=True).start()
-
         step("3. A scripted agent (the MCP Python SDK) reads a note and proposes a new one")
-        agent = subprocess.Popen(
-            [sys.executable, "-m", "gatekeeper.demo.agent", "--policy", str(policy), "--home", str(home)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-            env={**os.environ, "GATEKEEPER_HOME": str(home)},
-        )
-        assert agent.stdout is not None
-        for line in agent.stdout:
-            print(line.rstrip(), flush=True)
-            if ">>> Review it here:" in line:
-                review_url = line.split(">>> Review it here:", 1)[1].strip()
-                if args.headless:
-                    step("4. Approving in headless Chromium (Playwright), as a person would")
-                    approve_in_browser(login_link, review_url)
-                else:
-                    step("4. Your turn: approve it in the browser")
-                    print(f"Log in with this one-time link:\n  {login_link}\nthen open:\n  {review_url}", flush=True)
-                    print("and press 'Approve' (or reject it with a reason). Waiting…", flush=True)
-        status = agent.wait()
-        stderr = agent.stderr.read() if agent.stderr else ""
-        outcome = json.loads(stderr.strip().splitlines()[-1]) if stderr.strip() else {}
+        status, outcome, stderr = run_agent(home, policy, login_link, args.headless)
         if status != 0:
             print(f"agent ended with status {status}: {outcome or stderr}", file=sys.stderr)
             return 1
@@ -183,12 +206,7 @@ def main() -> int:
         print(bold("\nDone: an agent's write reached the disk only after a person approved those exact bytes."))
         return 0
     finally:
-        if up is not None and up.poll() is None:
-            up.send_signal(signal.SIGINT)
-            try:
-                up.wait(15)
-            except subprocess.TimeoutExpired:
-                up.kill()
+        stop(up)
         if args.keep:
             print(f"kept {tmp}")
         else:
