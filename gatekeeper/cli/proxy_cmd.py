@@ -14,7 +14,10 @@ from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
     type=click.Choice(["auto", "legacy"]),
     default="auto",
     show_default=True,
-    help="How to connect to downstream servers: auto (server/discover, then initialize) or legacy.",
+    help=(
+        "How to connect to downstream servers: auto (server/discover first; a server that fails it, as "
+        "1.x-SDK servers do, is restarted once on initialize and remembered) or legacy (initialize only)."
+    ),
 )
 @pass_ctx
 def proxy(ctx: Ctx, policy_file: str | None, downstream_mode: str) -> None:
