@@ -70,6 +70,20 @@ def next_line(lines: queue.Queue[str], timeout: float, what: str) -> str:
         raise WaitTimeout(f"timed out after {timeout:g} s waiting for {what}") from None
 
 
+_AT_TEARDOWN: list[Callable[[], object]] = []
+
+
+def close_at_teardown(close: Callable[[], object]) -> None:
+    """Call ``close`` when the current test ends (conftest): for clients a test makes and drops inline."""
+    _AT_TEARDOWN.append(close)
+
+
+def run_teardowns() -> None:
+    """Close what ``close_at_teardown`` collected, newest first."""
+    while _AT_TEARDOWN:
+        _AT_TEARDOWN.pop()()
+
+
 def make_home(path: Path) -> Home:
     home = Home(path)
     home.create()
