@@ -7,10 +7,10 @@ import base64
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 import anyio
 
@@ -51,13 +51,17 @@ async def await_until(predicate: Callable[[], T], timeout: float, what: str, int
         await anyio.sleep(interval)
 
 
-def line_queue(stream: Iterable[str]) -> queue.Queue[str]:
-    """Lines of a child's output as they come, read by a thread, so a test can wait with a deadline."""
+def line_queue(stream: IO[str]) -> queue.Queue[str]:
+    """Lines of a child's output as they come, read by a thread, so a test can wait with a deadline.
+
+    The thread owns the pipe and closes it at end of file (the child's exit), so it is never left to
+    the garbage collector (a ResourceWarning) nor closed under a read still running."""
     lines: queue.Queue[str] = queue.Queue()
 
     def read() -> None:
-        for line in stream:
-            lines.put(line)
+        with stream:
+            for line in stream:
+                lines.put(line)
 
     threading.Thread(target=read, daemon=True).start()
     return lines
