@@ -262,13 +262,11 @@ class Committer:
         self.started = time.perf_counter()
         self.real = real
         if real:
-            self.proc: Any = subprocess.Popen(
-                [PY, "-m", "gatekeeper", *argv],
-                env=env,
-                cwd=world.root,
-                stdout=open(self.out_path, "wb"),  # noqa: SIM115 - the child owns it
-                stderr=open(self.err_path, "wb"),  # noqa: SIM115
-            )
+            # The child gets its own copies of the descriptors; the parent's close at once.
+            with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+                self.proc: Any = subprocess.Popen(
+                    [PY, "-m", "gatekeeper", *argv], env=env, cwd=world.root, stdout=out, stderr=err
+                )
         else:
             self.proc = _forkserver().Process(
                 target=_child_main, args=(argv, env, str(world.root), str(self.out_path), str(self.err_path))

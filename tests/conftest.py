@@ -7,7 +7,7 @@ import pytest
 
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
-from tests.helpers import make_home
+from tests.helpers import make_home, run_teardowns
 
 
 @pytest.fixture(autouse=True)
@@ -15,6 +15,14 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     """Never touch the user's real home or policy: each test gets its own."""
     monkeypatch.setenv("GATEKEEPER_HOME", str(tmp_path_factory.mktemp("unused-home") / "home"))
     monkeypatch.delenv("GATEKEEPER_POLICY", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _close_dropped_clients() -> Iterator[None]:
+    """Close the clients a test made inline (``Page(site).login()``) instead of leaving their sockets
+    to the garbage collector, where a ResourceWarning (an error here) would fail whichever test it ran in."""
+    yield
+    run_teardowns()
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ import base64
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 import anyio
 
@@ -51,13 +51,17 @@ async def await_until(predicate: Callable[[], T], timeout: float, what: str, int
         await anyio.sleep(interval)
 
 
-def line_queue(stream: Iterable[str]) -> queue.Queue[str]:
-    """Lines of a child's output as they come, read by a thread, so a test can wait with a deadline."""
+def line_queue(stream: IO[str]) -> queue.Queue[str]:
+    """Lines of a child's output as they come, read by a thread, so a test can wait with a deadline.
+
+    The thread owns the pipe and closes it at end of file (the child's exit), so it is never left to
+    the garbage collector (a ResourceWarning) nor closed under a read still running."""
     lines: queue.Queue[str] = queue.Queue()
 
     def read() -> None:
-        for line in stream:
-            lines.put(line)
+        with stream:
+            for line in stream:
+                lines.put(line)
 
     threading.Thread(target=read, daemon=True).start()
     return lines
@@ -68,6 +72,20 @@ def next_line(lines: queue.Queue[str], timeout: float, what: str) -> str:
         return lines.get(timeout=timeout)
     except queue.Empty:
         raise WaitTimeout(f"timed out after {timeout:g} s waiting for {what}") from None
+
+
+_AT_TEARDOWN: list[Callable[[], object]] = []
+
+
+def close_at_teardown(close: Callable[[], object]) -> None:
+    """Call ``close`` when the current test ends (conftest): for clients a test makes and drops inline."""
+    _AT_TEARDOWN.append(close)
+
+
+def run_teardowns() -> None:
+    """Close what ``close_at_teardown`` collected, newest first."""
+    while _AT_TEARDOWN:
+        _AT_TEARDOWN.pop()()
 
 
 def make_home(path: Path) -> Home:

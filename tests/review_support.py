@@ -28,6 +28,7 @@ from starlette.testclient import TestClient
 from gatekeeper.home import Home
 from gatekeeper.review.app import Config, create_app
 from gatekeeper.review.auth import hash_password
+from tests.helpers import close_at_teardown
 from tests.requirements import CHROMIUM
 
 __all__ = ["CHROMIUM", "CHROMIUM_ARGS", "PASSWORD"]
@@ -116,6 +117,7 @@ class Page:
             self.client = cast(httpx.Client, in_process)  # an httpx2 client: the same API
         else:
             self.client = httpx.Client(base_url=self.base, headers=headers, follow_redirects=False)
+        close_at_teardown(self.client.close)
 
     def login(self, username: str = "alice", password: str = PASSWORD) -> httpx.Response:
         form = self.client.get("/login")

@@ -78,27 +78,28 @@ def test_proxy_ends_children_on_eof_and_signals_within_the_hosts_budget(tmp_path
     pids.mkdir()
     policy = old_notes_policy(tmp_path, pid_dir=pids)
     proc = _proxy(policy, home.path, "--downstream-mode", "legacy")
-    try:
-        assert "add_note" in _session_up(proc)
-        children = started(pids)
-        assert len(children) == 1 and set(children.values()) == {proc.pid}
-        t0 = time.monotonic()
-        if how == "eof":
-            proc.stdin.close()  # type: ignore[union-attr]
-        else:
-            proc.send_signal(getattr(signal, how))  # stdin stays open, as when a host signals first
-        took = _exit_time(proc, t0)
-        assert not any(alive(pid) for pid in children), "the proxy exited and left its child running"
-        assert took < HOST_BUDGET, f"the proxy took {took:.2f} s to end its children and exit"
-        if how != "eof":
-            assert proc.returncode == 128 + getattr(signal, how)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pid in started(pids):
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
+    with proc:  # its exit closes the pipes
+        try:
+            assert "add_note" in _session_up(proc)
+            children = started(pids)
+            assert len(children) == 1 and set(children.values()) == {proc.pid}
+            t0 = time.monotonic()
+            if how == "eof":
+                proc.stdin.close()  # type: ignore[union-attr]
+            else:
+                proc.send_signal(getattr(signal, how))  # stdin stays open, as when a host signals first
+            took = _exit_time(proc, t0)
+            assert not any(alive(pid) for pid in children), "the proxy exited and left its child running"
+            assert took < HOST_BUDGET, f"the proxy took {took:.2f} s to end its children and exit"
+            if how != "eof":
+                assert proc.returncode == 128 + getattr(signal, how)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for pid in started(pids):
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
 
 
 # (host mode, downstream mode): the default, and one without the probe's restart in the way

@@ -31,8 +31,9 @@ class Lines:
 
     def _read(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            self.q.put(line.rstrip())
+        with proc.stdout:  # closed by its reader at end of file, like helpers.line_queue
+            for line in proc.stdout:
+                self.q.put(line.rstrip())
 
     def wait_for(self, pattern: str, timeout: float = 30) -> str:
         deadline = time.monotonic() + timeout
@@ -62,8 +63,8 @@ def test_up_runs_both_children_reports_events_restarts_and_stops(tmp_path: Path)
         lines.wait_for("Added reviewer alice")
         assert lines.wait_for("Review page: ").endswith(f"http://127.0.0.1:{port}/")
         link = re.search(r"(http://\S+/login/link\?token=\S+)", lines.wait_for("one-time link")).group(1)  # type: ignore[union-attr]
-        client = httpx.Client(follow_redirects=False)
-        assert client.get(link).status_code == 303  # the printed link logs in
+        with httpx.Client(follow_redirects=False) as client:
+            assert client.get(link).status_code == 303  # the printed link logs in
 
         home = Home(home_dir)
         with Store(home.db_path) as store:
@@ -109,6 +110,7 @@ def test_up_runs_both_children_reports_events_restarts_and_stops(tmp_path: Path)
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
 
 
 @pytest.mark.slow

@@ -52,8 +52,9 @@ def stack_for(tmp_path: Path) -> Iterator[object]:
         assert link, "\n".join(output)
 
         def drain() -> None:
-            for line in proc.stdout:  # type: ignore[union-attr]
-                output.append(line.rstrip())
+            with proc.stdout:  # type: ignore[union-attr]  # closed here at end of file, not by the collector
+                for line in proc.stdout:  # type: ignore[union-attr]
+                    output.append(line.rstrip())
 
         threading.Thread(target=drain, daemon=True).start()
         return Stack(home, f"http://127.0.0.1:{port}", link, output)
