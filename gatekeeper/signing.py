@@ -7,6 +7,10 @@ A decision on a proposal that recorded its workspace's real path (migration 0004
 that path, so the approval names the folder the reviewer was shown. Older decisions were signed
 without it and their proposals have none: the key is left out of the message exactly then, so
 they still verify, and a recorded path cannot be dropped or changed after the fact.
+
+The same holds for the mode and base digest of a change (migration 0006): a decision made since
+always records its mode, and then the message carries ``mode`` and ``base_sha256`` (None for a
+create); decisions from before have neither.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ def decision_message(
     path: str,
     decided_at: str,
     workspace_real: str | None = None,
+    mode: str | None = None,
+    base_sha256: str | None = None,
 ) -> bytes:
     message: dict[str, str | None] = {
         "purpose": DECISION_PURPOSE,
@@ -42,6 +48,11 @@ def decision_message(
     }
     if workspace_real is not None:
         message["workspace_real"] = workspace_real
+    if mode is not None:
+        message["mode"] = mode
+        message["base_sha256"] = base_sha256
+    elif base_sha256 is not None:
+        raise ValueError("a base digest is signed only with its mode")
     return canonical_bytes(message)
 
 

@@ -252,13 +252,12 @@ def test_workspace_configured_through_a_symlink_still_commits(world: World, reso
 
 
 def test_an_approval_signed_before_0004_still_commits(world: World, resolver: dict[str, str]) -> None:
-    """Decisions signed before real paths were recorded name no workspace_real: they still verify."""
+    """Decisions signed before real paths (0004) and modes (0006) were recorded name neither: they
+    still verify. The row is written as that Gatekeeper wrote it: no mode, no base, the old message."""
     with world.store() as s:
         pid = s.propose(dataclasses.replace(draft("notes/old.md", b"old\n"), workspace=str(world.workspace))).id
-    world.decide(pid)
-    ((sha, decided_at, signature),) = world.db_rows(
-        "SELECT sha256, decided_at, signature FROM decision WHERE proposal_id = ?", pid
-    )
+    ((sha,),) = world.db_rows("SELECT sha256 FROM proposal WHERE id = ?", pid)
+    decided_at = "2026-11-01T00:00:00.000000Z"
     old_format = {  # the message exactly as Gatekeeper signed it before migration 0004
         "purpose": "gatekeeper.decision.v1",
         "proposal_id": pid,
@@ -269,10 +268,32 @@ def test_an_approval_signed_before_0004_still_commits(world: World, resolver: di
         "path": "notes/old.md",
         "decided_at": decided_at,
     }
-    assert signature == hmac.new(world.key, canonical_bytes(old_format), hashlib.sha256).hexdigest()
+    signature = hmac.new(world.key, canonical_bytes(old_format), hashlib.sha256).hexdigest()
+    with sqlite3.connect(world.home.db_path) as conn:
+        conn.execute(
+            "INSERT INTO decision (proposal_id, verdict, reviewer, reason, sha256, path, decided_at, signature) "
+            "VALUES (?, 'approved', 'alice', NULL, ?, 'notes/old.md', ?, ?)",
+            (pid, sha, decided_at, signature),
+        )
     commit(world, resolver)
     assert outcome(world, pid)[0] == "created"
     assert (world.workspace / "notes" / "old.md").read_bytes() == b"old\n"
+
+
+def test_a_decision_signs_its_mode_and_base(world: World, resolver: dict[str, str]) -> None:
+    """Since 0006 every decision signs its mode: a row whose mode is cleared no longer verifies."""
+    pid = world.propose("notes/a.md", b"a\n")
+    with sqlite3.connect(world.home.db_path) as conn:
+        assert conn.execute("SELECT mode, base_sha256 FROM decision WHERE proposal_id = ?", (pid,)).fetchone() == (
+            "create",
+            None,
+        )
+        conn.execute("DROP TRIGGER decision_no_update")
+        conn.execute("UPDATE decision SET mode = NULL WHERE proposal_id = ?", (pid,))
+    commit(world, resolver)
+    what, detail = outcome(world, pid)
+    assert what == "refused" and "signature does not verify" in detail
+    assert not (world.workspace / "notes" / "a.md").exists()
 
 
 def test_a_real_path_changed_after_approval_breaks_its_signature(world: World, resolver: dict[str, str]) -> None:

@@ -80,6 +80,7 @@ def test_example_policy_loads_and_describes_itself():
         assert rows[tool]["host_name"] == tool
         assert rows[tool]["path"] is None
     assert rows["create_note"] == {
+        "mode": "create",
         "server": "notes",
         "tool": "create_note",
         "host_name": "create_note",
@@ -119,7 +120,8 @@ def test_defaults_are_inherited_by_rules_that_leave_them_out(tmp_path):
     assert inherited.max_bytes == 100
     assert inherited.expires_after == timedelta(minutes=90)
     assert inherited.globs == ("**",)
-    assert inherited.file_mode == 0o644
+    assert inherited.file_mode is None  # unset: a new file gets 0644, a changed file keeps its own
+    assert inherited.new_file_mode == 0o644
     own = policy.rule("notes", "other").propose
     assert own is not None and own.max_bytes == 7
     assert policy.rule("notes", "not_named").action == "deny"

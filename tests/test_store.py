@@ -90,6 +90,7 @@ def test_decision_is_signed_over_the_exact_proposal(home: Home, store: Store) ->
         sha256=row[4],
         path=row[5],
         decided_at=row[6],
+        mode="create",  # every decision since migration 0006 signs its mode (and base: none for a create)
     )
     assert signing.verify(home.read_key(), message, row[7])
     assert not signing.verify(b"k" * 32, message, row[7])

@@ -40,6 +40,11 @@ class Candidate:
     signature: str
     has_intent: bool
     workspace_real: str | None = None  # NULL on proposals made before migration 0004
+    mode: str = "create"  # migration 0006: a change to an existing file, over its base
+    base_sha256: str | None = None
+    base_size: int | None = None
+    decision_mode: str | None = None  # NULL on decisions made before migration 0006
+    decision_base_sha256: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Candidate:
@@ -72,6 +77,8 @@ def check_approval(c: Candidate, content: bytes | None, key: bytes) -> None:
         path=c.decision_path,
         decided_at=c.decided_at,
         workspace_real=c.workspace_real,
+        mode=c.decision_mode,
+        base_sha256=c.decision_base_sha256,
     )
     if not signing.verify(key, message, c.signature):
         raise Refusal(
@@ -89,6 +96,15 @@ def check_approval(c: Candidate, content: bytes | None, key: bytes) -> None:
         )
     if c.decision_path != c.path:
         raise Refusal(f"the approval names path {c.decision_path!r} but the proposal is for {c.path!r}")
+    approved_mode = c.decision_mode or "create"  # decisions before migration 0006 approved creates only
+    if approved_mode != c.mode or c.decision_base_sha256 != c.base_sha256:
+        raise Refusal(
+            f"the approval names a {approved_mode} over base {(c.decision_base_sha256 or 'none')[:16]}…, but the "
+            f"proposal is a {c.mode} over base {(c.base_sha256 or 'none')[:16]}…; the database may have been "
+            "altered, run `gatekeeper audit verify`"
+        )
+    if c.mode != "create":
+        raise Refusal(f"this committer cannot apply a {c.mode} yet; nothing was written")
 
 
 def check_root(c: Candidate, actual: str) -> None:
@@ -132,4 +148,4 @@ def check_policy(c: Candidate, size: int, policy: Policy) -> Plan:
         )
     if size > rule.propose.max_bytes:
         raise Refusal(f"the content is {size:,} bytes, over the rule's max_bytes of {rule.propose.max_bytes:,}")
-    return Plan(server.workspace, rule.propose.file_mode)
+    return Plan(server.workspace, rule.propose.new_file_mode)

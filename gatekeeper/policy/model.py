@@ -10,18 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
-from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from jinja2 import TemplateSyntaxError
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     PrivateAttr,
-    StrictInt,
     StrictStr,
     ValidationError,
     ValidationInfo,
@@ -31,20 +27,17 @@ from pydantic import (
 
 from gatekeeper.errors import PolicyError
 from gatekeeper.names import PREFIX, SERVER
-from gatekeeper.policy.globs import glob_match
 from gatekeeper.policy.messages import describe_value, fail, line_of, locate, suggest
+from gatekeeper.policy.propose import DEFAULT_EXPIRES_AFTER, DEFAULT_MAX_BYTES, Propose, Source
 from gatekeeper.policy.scalars import (
     Bytes,
     Duration,
-    FileMode,
-    Glob,
     NonEmpty,
     ServerName,
     ToolName,
     Version,
     resolve_path,
 )
-from gatekeeper.policy.templating import compile_template, render_template
 
 __all__ = [
     "DEFAULT_REVIEW_URL",
@@ -66,64 +59,8 @@ class Defaults(BaseModel):
     """Values a ``propose`` rule inherits when it does not set them itself."""
 
     model_config = _CONFIG
-    expires_after: Duration = timedelta(days=7)
-    max_bytes: Bytes = 1024 * 1024
-
-
-class Source(BaseModel):
-    """Where a proposal's path or content comes from: one argument, or a template over ``args``."""
-
-    model_config = _CONFIG
-    arg: NonEmpty | None = None
-    template: NonEmpty | None = None
-
-    @field_validator("template")
-    @classmethod
-    def _compiles(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                compile_template(value)
-            except TemplateSyntaxError as exc:
-                fail(f"template syntax error: {exc.message} (template line {exc.lineno})")
-        return value
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Source:
-        if (self.arg is None) == (self.template is None):
-            fail("give exactly one of 'arg' or 'template'")
-        return self
-
-    def render(self, args: Mapping[str, Any]) -> Any:
-        """The argument's raw value (may be missing: None) or the rendered template text."""
-        return args.get(self.arg) if self.arg is not None else render_template(self.template or "", args)
-
-    def label(self) -> str:
-        return f"arg:{self.arg}" if self.arg is not None else f"template:{self.template}"
-
-
-class Propose(BaseModel):
-    """How a write call becomes a proposal, and the limits a proposal must fit."""
-
-    model_config = _CONFIG
-    path: Source
-    content: Source
-    encoding: Literal["text", "base64"] = "text"
-    globs: tuple[Glob, ...] = ("**",)
-    max_bytes: Bytes = Defaults().max_bytes
-    expires_after: Duration = Defaults().expires_after
-    file_mode: FileMode = 0o644
-    wait_seconds: Annotated[StrictInt, Field(ge=0, le=600)] = 0
-
-    @field_validator("globs")
-    @classmethod
-    def _some_globs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if not value:
-            fail("needs at least one glob (use ['**'] to allow any path in the workspace)")
-        return value
-
-    def allows(self, path: str) -> bool:
-        """True if the workspace-relative POSIX path matches one of the rule's globs."""
-        return any(glob_match(pattern, path) for pattern in self.globs)
+    expires_after: Duration = DEFAULT_EXPIRES_AFTER
+    max_bytes: Bytes = DEFAULT_MAX_BYTES
 
 
 class ToolRule(BaseModel):
@@ -344,13 +281,14 @@ class Policy(BaseModel):
                         "tool": tool,
                         "host_name": exposed.get((name, tool)),
                         "action": rule.action,
+                        "mode": p.mode if p else None,
                         "path": p.path.label() if p else None,
-                        "content": p.content.label() if p else None,
+                        "content": p.content.label() if p and p.content else None,
                         "encoding": p.encoding if p else None,
                         "globs": list(p.globs) if p else None,
                         "max_bytes": p.max_bytes if p else None,
                         "expires_after": int(p.expires_after.total_seconds()) if p else None,
-                        "file_mode": f"{p.file_mode:04o}" if p else None,
+                        "file_mode": f"{p.file_mode:04o}" if p and p.file_mode is not None else None,
                         "wait_seconds": p.wait_seconds if p else None,
                     }
                 )

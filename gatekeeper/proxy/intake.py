@@ -58,6 +58,8 @@ def destination(rule: Propose, server: Server, args: dict[str, Any]) -> str:
 
 
 def content(rule: Propose, args: dict[str, Any]) -> bytes:
+    if rule.content is None:
+        raise InvalidInput(f"a {rule.mode} takes no content")
     text = _text(rule.content.render(args), "content", rule.content.label())
     if rule.encoding == "base64":
         try:
@@ -96,7 +98,7 @@ def bound_arguments(rule: Propose, arguments: dict[str, Any]) -> None:
 
     Call after ``content``: the content is already within ``max_bytes``.
     """
-    content_size = _json_size(rule.content.render(arguments))
+    content_size = _json_size(rule.content.render(arguments)) if rule.content is not None else 0
     limit = content_size + ARGUMENT_ALLOWANCE
     size = _json_size(arguments)
     if size > limit:
@@ -128,6 +130,8 @@ def draft(
         raise InvalidInput(
             f"the arguments must be a JSON object, got {type(arguments).__name__}", "pass named arguments"
         )
+    if rule.mode != "create":
+        raise InvalidInput(f"this Gatekeeper cannot propose a {rule.mode} yet", "ask for a create instead")
     path = destination(rule, server, arguments)
     data = content(rule, arguments)
     bound_arguments(rule, arguments)

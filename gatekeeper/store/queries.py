@@ -2,7 +2,7 @@
 
 pending   no decision, not expired         rejected  decision says so
 expired   no decision, past expires_at     approved  approved, no outcome yet
-committed outcome 'created'                conflict / refused / failed: that outcome
+committed outcome created/applied/deleted   conflict / refused / failed: that outcome
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from gatekeeper.store.version import BUSY_TIMEOUT_MS
 STATUSES = ("pending", "expired", "rejected", "approved", "committed", "conflict", "refused", "failed")
 
 STATUS_SQL = """CASE
-    WHEN c.outcome = 'created' THEN 'committed'
+    WHEN c.outcome IN ('created', 'applied', 'deleted') THEN 'committed'
     WHEN c.outcome IS NOT NULL THEN c.outcome
     WHEN d.verdict IS NOT NULL THEN d.verdict
     WHEN p.expires_at <= :now THEN 'expired'
@@ -35,7 +35,7 @@ STATUS_WHERE = {
     "expired": "d.proposal_id IS NULL AND p.expires_at <= :now",
     "rejected": "coalesce(d.verdict, '') = 'rejected' AND c.proposal_id IS NULL",
     "approved": "coalesce(d.verdict, '') = 'approved' AND c.proposal_id IS NULL",
-    "committed": "coalesce(c.outcome, '') = 'created'",
+    "committed": "coalesce(c.outcome, '') IN ('created', 'applied', 'deleted')",
     "conflict": "coalesce(c.outcome, '') = 'conflict'",
     "refused": "coalesce(c.outcome, '') = 'refused'",
     "failed": "coalesce(c.outcome, '') = 'failed'",
@@ -43,7 +43,7 @@ STATUS_WHERE = {
 
 _LIST_COLUMNS = (
     "p.id, " + STATUS_SQL + " AS status, p.server, p.tool, p.path, p.size, p.sha256, p.created_at, "
-    "p.expires_at, d.reviewer, d.reason, c.final_path"
+    "p.expires_at, d.reviewer, d.reason, c.final_path, p.mode"
 )
 _FROM = "FROM proposal p LEFT JOIN decision d ON d.proposal_id = p.id LEFT JOIN commit_record c ON c.proposal_id = p.id"
 
@@ -62,6 +62,7 @@ class ProposalRow:
     reviewer: str | None
     reason: str | None
     final_path: str | None
+    mode: str = "create"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -155,7 +156,8 @@ class Reader:
         (the proxy re-reads this while an agent waits)."""
         cur = self._conn.execute(
             f"SELECT p.id, {STATUS_SQL} AS status, p.workspace, p.path, p.sha256, p.size, p.created_at, "
-            "p.expires_at, d.reviewer, d.reason, d.decided_at, c.outcome, c.final_path, c.detail "
+            "p.expires_at, d.reviewer, d.reason, d.decided_at, c.outcome, c.final_path, c.detail, p.mode, "
+            "p.base_sha256, p.base_size "
             f"{_FROM} WHERE p.id = :id",
             {"id": proposal_id, "now": now or now_ts()},
         )
@@ -186,10 +188,12 @@ class Reader:
         return [{"id": r[0], "created_at": r[1], "sha256": r[2]} for r in cur]
 
     def committed_files(self) -> Iterator[tuple[str, str, str, str | None, str]]:
-        """(proposal id, workspace, path, final_path, sha256) of every proposal recorded as created."""
+        """(proposal id, workspace, path, final_path, sha256) of every proposal whose result was
+        written: created, or a change applied (a delete leaves no file to compare)."""
         yield from self._conn.execute(
             "SELECT p.id, p.workspace, p.path, c.final_path, p.sha256 FROM proposal p "
-            "JOIN commit_record c ON c.proposal_id = p.id WHERE c.outcome = 'created' ORDER BY p.created_at"
+            "JOIN commit_record c ON c.proposal_id = p.id WHERE c.outcome IN ('created', 'applied') "
+            "ORDER BY p.created_at"
         )
 
     # -- events ------------------------------------------------------------------------------
@@ -258,7 +262,8 @@ class Reader:
             cur = self._conn.execute(
                 "SELECT p.id, p.created_at, p.server, p.tool, p.workspace, p.path, p.sha256, p.size, "
                 "d.id AS decision_id, d.verdict, d.reviewer, d.reason, d.sha256 AS decision_sha256, "
-                "d.path AS decision_path, d.decided_at, d.signature, p.workspace_real, "
+                "d.path AS decision_path, d.decided_at, d.signature, p.workspace_real, p.mode, p.base_sha256, "
+                "p.base_size, d.mode AS decision_mode, d.base_sha256 AS decision_base_sha256, "
                 "EXISTS (SELECT 1 FROM audit_event e WHERE e.proposal_id = p.id AND +e.kind = ?) "
                 "AS has_intent "
                 "FROM decision d JOIN proposal p ON p.id = d.proposal_id "

@@ -11,7 +11,9 @@ from sqlalchemy import Index
 from sqlmodel import Field, SQLModel
 
 VERDICTS = ("approved", "rejected")
-OUTCOMES = ("created", "conflict", "refused", "failed")
+MODES = ("create", "replace", "append", "edit", "delete")
+OUTCOMES = ("created", "applied", "deleted", "conflict", "refused", "failed")
+DONE_OUTCOMES = ("created", "applied", "deleted")  # the proposal's change is on disk: status 'committed'
 
 
 class Proposal(SQLModel, table=True):
@@ -25,7 +27,7 @@ class Proposal(SQLModel, table=True):
     args_sha256: str  # digest of ``arguments``: finds an identical pending retry
     workspace: str  # absolute workspace root at proposal time
     path: str = Field(index=True)  # normalised, relative, POSIX
-    content: bytes
+    content: bytes  # the result: the whole file after the change (empty for delete)
     sha256: str
     size: int
     encoding: str = "text"
@@ -37,6 +39,12 @@ class Proposal(SQLModel, table=True):
     expires_at: str = Field(index=True)
     # The workspace root's resolved real path at proposal time (migration 0004); NULL on older rows.
     workspace_real: str | None = None
+    # Changes to existing files (migration 0006): the mode, and the exact bytes read at the
+    # destination when the proposal was made (NULL for create), which the change applies over.
+    mode: str = "create"
+    base: bytes | None = None
+    base_sha256: str | None = None
+    base_size: int | None = None
 
 
 class Decision(SQLModel, table=True):
@@ -51,6 +59,9 @@ class Decision(SQLModel, table=True):
     path: str
     decided_at: str
     signature: str  # HMAC-SHA256 over the canonical decision, key in secret.key
+    # What the page showed and posted back with the digest (migration 0006); NULL on older rows.
+    mode: str | None = None
+    base_sha256: str | None = None
 
 
 class CommitRecord(SQLModel, table=True):

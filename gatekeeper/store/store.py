@@ -19,7 +19,7 @@ from gatekeeper.store import events as ev
 from gatekeeper.store.bounded import bounded
 from gatekeeper.store.commits import CommitRecords
 from gatekeeper.store.pins import ToolPins
-from gatekeeper.store.schema import VERDICTS, Reviewer
+from gatekeeper.store.schema import MODES, VERDICTS, Reviewer
 from gatekeeper.store.tx import Event, Tx
 
 __all__ = ["Event", "ProposalDraft", "Proposed", "Store", "Tx"]
@@ -45,6 +45,10 @@ class ProposalDraft:
     # The workspace root's resolved real path when the proposal was made: the committer refuses
     # if the root resolves elsewhere by then. None: unknown (then the workspace itself must be real).
     workspace_real: str | None = None
+    # A change to an existing file: its mode and the exact bytes read at the destination (its
+    # base). ``content`` is then the whole file after the change (empty for delete).
+    mode: str = "create"
+    base: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class _Decision:
     sha256: str
     path: str
     reason: str | None
+    mode: str | None = None  # None: not posted (a create's page may leave it out)
+    base_sha256: str | None = None
 
 
 class Store(ToolPins, CommitRecords):
@@ -77,6 +83,8 @@ class Store(ToolPins, CommitRecords):
         """Record a proposal, or return the identical one still pending (agents retry)."""
         if draft.encoding not in ("text", "base64"):
             raise InvalidInput(f"unknown encoding {draft.encoding!r}", "use 'text' or 'base64'")
+        _check_change(draft)
+        base_sha = None if draft.base is None else sha256_hex(draft.base)
         arguments = canonical_json(draft.arguments, allow_floats=True)
         args_sha = sha256_hex(arguments.encode("utf-8"))
         digest = sha256_hex(draft.content)
@@ -85,10 +93,13 @@ class Store(ToolPins, CommitRecords):
             existing = tx.first(
                 "SELECT p.id, p.expires_at FROM proposal p WHERE p.server = ? AND p.tool = ? "
                 "AND p.args_sha256 = ? AND p.path = ? AND p.sha256 = ? AND p.expires_at > ? "
-                "AND p.workspace = ? AND p.workspace_real IS ? "
+                "AND p.workspace = ? AND p.workspace_real IS ? AND p.mode = ? AND p.base_sha256 IS ? "
                 "AND NOT EXISTS (SELECT 1 FROM decision d WHERE d.proposal_id = p.id) "
                 "ORDER BY p.created_at DESC LIMIT 1",
-                (draft.server, draft.tool, args_sha, draft.path, digest, now, draft.workspace, draft.workspace_real),
+                (
+                    *(draft.server, draft.tool, args_sha, draft.path, digest, now),
+                    *(draft.workspace, draft.workspace_real, draft.mode, base_sha),
+                ),
             )
             if existing:
                 payload = {"session_id": draft.session_id, "args_sha256": args_sha}
@@ -96,8 +107,9 @@ class Store(ToolPins, CommitRecords):
                 return Proposed(existing[0], False, digest, len(draft.content), existing[1])
             pid = new_id()
             row = _proposal_row(draft, arguments, args_sha, digest)
-            tx.insert("proposal", {"id": pid, "created_at": now, **row})
-            tx.append_event(ev.PROPOSAL_CREATED, actor, _created_payload(draft, args_sha, digest), pid)
+            tx.insert("proposal", {"id": pid, "created_at": now, **row, **_base_columns(draft, base_sha)})
+            payload = {**_created_payload(draft, args_sha, digest), **_change_payload(draft, base_sha)}
+            tx.append_event(ev.PROPOSAL_CREATED, actor, payload, pid)
             return Proposed(pid, True, digest, len(draft.content), draft.expires_at)
 
     # -- decisions ---------------------------------------------------------------------------
@@ -113,13 +125,17 @@ class Store(ToolPins, CommitRecords):
         key: bytes,
         reason: str | None = None,
         actor: str | None = None,
+        mode: str | None = None,
+        base_sha256: str | None = None,
     ) -> Event:
-        """Approve or reject exactly the proposal the reviewer saw (its sha256 and path).
+        """Approve or reject exactly the proposal the reviewer saw: its path and result sha256,
+        and for a change its mode and base sha256 too (a create's page may leave those out).
 
         Every refusal is an audit event and then a ``Conflict`` / ``NotFound`` / ``InvalidInput``.
         """
         actor = actor or f"reviewer:{reviewer}"
-        posted = _Decision(proposal_id, verdict, reviewer, sha256, path, (reason or "").strip() or None)
+        why = (reason or "").strip() or None
+        posted = _Decision(proposal_id, verdict, reviewer, sha256, path, why, mode, base_sha256)
         with self.transaction() as tx:
             refusal, error = _decision_refusal(tx, posted)
             if refusal is None:
@@ -132,7 +148,11 @@ class Store(ToolPins, CommitRecords):
                 ev.DECISION_REFUSED,
                 actor,
                 # sha256 and path are what was posted: bounded, like every refusal's fields.
-                bounded({"verdict": verdict, "reviewer": reviewer, "why": refusal, "sha256": sha256, "path": path}),
+                bounded(
+                    {"verdict": verdict, "reviewer": reviewer, "why": refusal, "sha256": sha256, "path": path}
+                    | ({} if mode is None else {"mode": mode})
+                    | ({} if base_sha256 is None else {"base_sha256": base_sha256})
+                ),
                 proposal_id,
             )
         assert error is not None
@@ -198,6 +218,28 @@ def _proposal_row(draft: ProposalDraft, arguments: str, args_sha: str, digest: s
     )
 
 
+def _check_change(draft: ProposalDraft) -> None:
+    """A create has no base; every other mode has one; a delete's result is empty."""
+    if draft.mode not in MODES:
+        raise InvalidInput(f"unknown mode {draft.mode!r}", f"use one of {', '.join(MODES)}")
+    if (draft.base is None) != (draft.mode == "create"):
+        raise InvalidInput(f"a {draft.mode} proposal {'has no' if draft.mode == 'create' else 'needs a'} base")
+    if draft.mode == "delete" and draft.content:
+        raise InvalidInput("a delete proposal has no content")
+
+
+def _base_columns(draft: ProposalDraft, base_sha: str | None) -> dict[str, Any]:
+    size = None if draft.base is None else len(draft.base)
+    return {"mode": draft.mode, "base": draft.base, "base_sha256": base_sha, "base_size": size}
+
+
+def _change_payload(draft: ProposalDraft, base_sha: str | None) -> dict[str, Any]:
+    """A create's event stays as it was; a change's names its mode and base."""
+    if draft.mode == "create":
+        return {}
+    return {"mode": draft.mode, "base_sha256": base_sha, "base_size": len(draft.base or b"")}
+
+
 def _created_payload(draft: ProposalDraft, args_sha: str, digest: str) -> dict[str, Any]:
     return {
         "server": draft.server,
@@ -219,7 +261,8 @@ def _created_payload(draft: ProposalDraft, args_sha: str, digest: str) -> dict[s
 def _record_decision(tx: Tx, d: _Decision, key: bytes, actor: str) -> Event:
     """Sign and insert the decision row (its UNIQUE index may still refuse it) and its event."""
     decided_at = now_ts()
-    row = tx.first("SELECT workspace_real FROM proposal WHERE id = ?", (d.proposal_id,))
+    row = tx.first("SELECT workspace_real, mode, base_sha256 FROM proposal WHERE id = ?", (d.proposal_id,))
+    mode, base_sha = (row[1], row[2]) if row else ("create", None)
     signature = signing.sign(
         key,
         signing.decision_message(
@@ -231,9 +274,12 @@ def _record_decision(tx: Tx, d: _Decision, key: bytes, actor: str) -> Event:
             path=d.path,
             decided_at=decided_at,
             workspace_real=row[0] if row else None,
+            mode=mode,
+            base_sha256=base_sha,
         ),
     )
     fields = dict(verdict=d.verdict, reviewer=d.reviewer, reason=d.reason, sha256=d.sha256, path=d.path)
+    fields |= dict(mode=mode, base_sha256=base_sha)
     tx.insert("decision", {"proposal_id": d.proposal_id, **fields, "decided_at": decided_at, "signature": signature})
     return tx.append_event(ev.DECISION, actor, {**fields, "signature": signature}, d.proposal_id)
 
@@ -245,7 +291,7 @@ def _decision_refusal(tx: Tx, d: _Decision) -> tuple[str | None, Exception | Non
         return "bad verdict", InvalidInput(f"unknown verdict {d.verdict!r}", "use 'approved' or 'rejected'")
     if d.verdict == "rejected" and not d.reason:
         return "no reason", InvalidInput("a rejection needs a reason", "say what the agent should change")
-    row = tx.first("SELECT sha256, path, expires_at FROM proposal WHERE id = ?", (pid,))
+    row = tx.first("SELECT sha256, path, expires_at, mode, base_sha256 FROM proposal WHERE id = ?", (pid,))
     if row is None:
         return "no such proposal", NotFound(f"no proposal {pid}")
     who = tx.first("SELECT disabled_at FROM reviewer WHERE name = ?", (d.reviewer,))
@@ -257,6 +303,13 @@ def _decision_refusal(tx: Tx, d: _Decision) -> tuple[str | None, Exception | Non
         return "digest or path mismatch", Conflict(
             f"the approval names sha256 {d.sha256[:12]}… at {d.path!r}, but proposal {pid} "
             f"is sha256 {row[0][:12]}… at {row[1]!r}",
+            "reload the proposal page and decide on what it shows now",
+        )
+    mode_shown = d.mode if d.mode is not None or row[3] != "create" else "create"  # a create's page may omit it
+    if mode_shown != row[3] or d.base_sha256 != row[4]:
+        return "mode or base mismatch", Conflict(
+            f"the approval names a {d.mode or 'create'} over base {(d.base_sha256 or 'none')[:12]}…, but proposal "
+            f"{pid} is a {row[3]} over base {(row[4] or 'none')[:12]}…",
             "reload the proposal page and decide on what it shows now",
         )
     if d.verdict == "approved" and row[2] <= now_ts():

@@ -1,0 +1,139 @@
+"""A ``propose`` rule: how a write call becomes a proposal, and the limits a proposal must fit.
+
+A rule has a **mode** that says what the call does to its destination: ``create`` a new file,
+``replace`` an existing one with the call's content, ``append`` the content to it, ``edit`` it
+with the call's list of old → new text edits, or ``delete`` it. Each mode takes exactly the keys
+that mean something for it, so ``separator`` on a ``replace`` is a policy error, not a setting
+silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from jinja2 import TemplateSyntaxError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
+
+from gatekeeper.policy.globs import glob_match
+from gatekeeper.policy.messages import fail
+from gatekeeper.policy.scalars import Bytes, Duration, FileMode, Glob, NonEmpty
+from gatekeeper.policy.templating import compile_template, render_template
+
+__all__ = ["DEFAULT_EXPIRES_AFTER", "DEFAULT_MAX_BYTES", "MODES", "NEW_FILE_MODE", "Edits", "Mode", "Propose", "Source"]
+
+_CONFIG = ConfigDict(extra="forbid", frozen=True)
+Mode = Literal["create", "replace", "append", "edit", "delete"]
+MODES: tuple[str, ...] = ("create", "replace", "append", "edit", "delete")
+DEFAULT_MAX_BYTES = 1024 * 1024
+DEFAULT_EXPIRES_AFTER = timedelta(days=7)
+NEW_FILE_MODE = 0o644
+"""A new file's permissions when the rule sets no ``file_mode`` (a change keeps the file's own)."""
+
+
+class Source(BaseModel):
+    """Where a proposal's path or content comes from: one argument, or a template over ``args``."""
+
+    model_config = _CONFIG
+    arg: NonEmpty | None = None
+    template: NonEmpty | None = None
+
+    @field_validator("template")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                compile_template(value)
+            except TemplateSyntaxError as exc:
+                fail(f"template syntax error: {exc.message} (template line {exc.lineno})")
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Source:
+        if (self.arg is None) == (self.template is None):
+            fail("give exactly one of 'arg' or 'template'")
+        return self
+
+    def render(self, args: Mapping[str, Any]) -> Any:
+        """The argument's raw value (may be missing: None) or the rendered template text."""
+        return args.get(self.arg) if self.arg is not None else render_template(self.template or "", args)
+
+    def label(self) -> str:
+        return f"arg:{self.arg}" if self.arg is not None else f"template:{self.template}"
+
+
+class Edits(BaseModel):
+    """Where an ``edit`` call keeps its edit list, and the two keys of each item.
+
+    The defaults are the reference filesystem server's ``edit_file``:
+    ``{"edits": [{"oldText": ..., "newText": ...}], "dryRun": false}``.
+    """
+
+    model_config = _CONFIG
+    arg: NonEmpty = "edits"
+    old: NonEmpty = "oldText"
+    new: NonEmpty = "newText"
+    dry_run: NonEmpty | None = "dryRun"  # a true value here: answer with the diff, record nothing
+
+
+_NEEDS_CONTENT = ("create", "replace", "append")
+
+
+class Propose(BaseModel):
+    """How a write call becomes a proposal, and the limits a proposal must fit."""
+
+    model_config = _CONFIG
+    mode: Mode = "create"
+    path: Source
+    content: Source | None = None
+    edits: Edits | None = None
+    separator: StrictStr | None = None  # append: put this first unless the file already ends with it
+    create_if_missing: StrictBool = False  # replace/append: a missing destination is created instead
+    encoding: Literal["text", "base64"] = "text"
+    globs: tuple[Glob, ...] = ("**",)
+    max_bytes: Bytes = DEFAULT_MAX_BYTES  # the resulting file, and the base a change is read from
+    expires_after: Duration = DEFAULT_EXPIRES_AFTER
+    file_mode: FileMode | None = None  # None: NEW_FILE_MODE for a new file, a changed file keeps its own
+    wait_seconds: Annotated[StrictInt, Field(ge=0, le=600)] = 0
+
+    @field_validator("globs")
+    @classmethod
+    def _some_globs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            fail("needs at least one glob (use ['**'] to allow any path in the workspace)")
+        return value
+
+    @model_validator(mode="after")
+    def _keys_fit_the_mode(self) -> Propose:
+        mode = self.mode
+        if mode in _NEEDS_CONTENT and self.content is None:
+            fail(f"mode {mode!r} needs 'content' (where the bytes come from: {{arg: NAME}} or {{template: ...}})")
+        if mode not in _NEEDS_CONTENT and self.content is not None:
+            hint = "the new text comes from 'edits'" if mode == "edit" else "a delete has no content"
+            fail(f"mode {mode!r} takes no 'content' ({hint}); remove it")
+        if self.edits is not None and mode != "edit":
+            fail(f"'edits' belongs to mode 'edit', not {mode!r}; remove it or set mode: edit")
+        if self.separator is not None and mode != "append":
+            fail(f"'separator' belongs to mode 'append', not {mode!r}; remove it or set mode: append")
+        if self.create_if_missing and mode not in ("replace", "append"):
+            fail(f"'create_if_missing' is for modes 'replace' and 'append', not {mode!r}")
+        if self.separator is not None and self.encoding == "base64":
+            fail("'separator' is text; it cannot be used with encoding: base64")
+        if mode in ("edit", "delete") and self.encoding != "text":
+            fail(f"'encoding' has no meaning for mode {mode!r}; remove it")
+        return self
+
+    @property
+    def edit_list(self) -> Edits:
+        """The edit-list shape (the filesystem server's unless the rule says otherwise)."""
+        return self.edits or Edits()
+
+    @property
+    def new_file_mode(self) -> int:
+        """Permissions of a file this rule creates."""
+        return NEW_FILE_MODE if self.file_mode is None else self.file_mode
+
+    def allows(self, path: str) -> bool:
+        """True if the workspace-relative POSIX path matches one of the rule's globs."""
+        return any(glob_match(pattern, path) for pattern in self.globs)
