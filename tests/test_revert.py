@@ -180,18 +180,15 @@ def test_unknown_proposal_is_a_clear_error(place: Place) -> None:
 
 
 @pytest.mark.parametrize("state", ["pending", "rejected", "conflict"])
-def p_path() -> str:
-    return "notes/x.md"
-
-
 def test_only_a_committed_proposal_can_be_reverted(place: Place, state: str) -> None:
     with Store(place.home.db_path) as s:
-        p = s.propose(dataclasses.replace(draft("notes/x.md", b"x\n"), workspace=str(place.workspace)))
+        x = "notes/x.md"
+        p = s.propose(dataclasses.replace(draft(x, b"x\n"), workspace=str(place.workspace)))
         if state != "pending":
             verdict = "approved" if state == "conflict" else "rejected"
             reason = "no" if verdict == "rejected" else None
             key = place.home.read_key()
-            s.decide(p.id, verdict=verdict, reviewer="alice", sha256=p.sha256, path=p_path(), key=key, reason=reason)
+            s.decide(p.id, verdict=verdict, reviewer="alice", sha256=p.sha256, path=x, key=key, reason=reason)
         if state == "conflict":
             record_commit(s, p.id, "conflict", detail="something already exists")
     result = revert(place, p.id, code=1)
