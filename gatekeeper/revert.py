@@ -19,12 +19,14 @@ and the bytes it replaces are kept in the store like any base).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from gatekeeper.canonical import sha256_hex
+from gatekeeper.canonical import format_ts, sha256_hex, utc_now
 from gatekeeper.commit.reading import Found
 from gatekeeper.errors import Conflict
 from gatekeeper.store.schema import DONE_OUTCOMES
+from gatekeeper.store.store import ProposalDraft
 
 REVERT_TOOL = "gatekeeper revert"  # the proposal's tool: the review page says what it is
 REVERT_CLIENT = "gatekeeper revert"  # its requester
@@ -44,6 +46,33 @@ class RevertPlan:
 def revert_arguments(proposal_id: str) -> dict[str, Any]:
     """The recorded arguments of a revert proposal."""
     return {"revert": proposal_id}
+
+
+def revert_draft(
+    detail: dict[str, Any], plan: RevertPlan, *, policy_digest: str, expires_after: timedelta
+) -> ProposalDraft:
+    """The revert proposal: same server, workspace and path as the reverted one; its own tool,
+    arguments and requester, so the review page and the audit say what it is."""
+    try:
+        plan.content.decode("utf-8")
+        encoding = "text"
+    except UnicodeDecodeError:
+        encoding = "base64"
+    return ProposalDraft(
+        server=detail["server"],
+        tool=REVERT_TOOL,
+        arguments=revert_arguments(detail["id"]),
+        workspace=detail["workspace"],
+        path=detail["path"],
+        content=plan.content,
+        policy_digest=policy_digest,
+        expires_at=format_ts(utc_now() + expires_after),
+        encoding=encoding,
+        client_name=REVERT_CLIENT,
+        workspace_real=detail["workspace_real"] or detail["workspace"],
+        mode=plan.mode,
+        base=plan.base,
+    )
 
 
 def reverted_id(tool: str, arguments: Any) -> str | None:

@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from gatekeeper.canonical import sha256_hex
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json
 from gatekeeper.errors import Conflict, NotFound
+
+if TYPE_CHECKING:
+    from gatekeeper.commit.reading import Found
 
 
 @click.command()
@@ -33,13 +38,11 @@ def revert(ctx: Ctx, proposal_id: str, over_changes: bool, policy_file: str | No
     be what PROPOSAL_ID left (else the revert would also undo later changes: say so with
     --over-changes). Prints the new proposal's id and review URL.
     """
-    from gatekeeper.canonical import format_ts, sha256_hex, utc_now
-    from gatekeeper.commit.reading import read_at
     from gatekeeper.policy import load_policy
     from gatekeeper.policy.propose import DEFAULT_EXPIRES_AFTER
-    from gatekeeper.revert import READ_LIMIT, REVERT_CLIENT, REVERT_TOOL, plan_revert, revert_arguments
+    from gatekeeper.revert import plan_revert, revert_draft
     from gatekeeper.store.queries import Reader
-    from gatekeeper.store.store import ProposalDraft, Store
+    from gatekeeper.store.store import Store
     from gatekeeper.store.version import check_schema
 
     home = ctx.home.require()
@@ -49,37 +52,10 @@ def revert(ctx: Ctx, proposal_id: str, over_changes: bool, policy_file: str | No
         detail = reader.proposal(proposal_id)
     if detail is None:
         raise NotFound(f"no proposal {proposal_id}", "`gatekeeper audit proposals --status committed` lists them")
-    workspace = Path(detail["workspace"])
-    real = detail["workspace_real"] or detail["workspace"]
-    if os.path.realpath(workspace) != real:
-        raise Conflict(
-            f"the workspace {workspace} now resolves to {os.path.realpath(workspace)}, not {real} as when "
-            f"proposal {proposal_id} was committed",
-            "restore by hand: `gatekeeper audit show " + proposal_id + " --base` prints the old bytes",
-        )
-    try:
-        found = read_at(workspace, detail["path"], READ_LIMIT)
-    except OSError as exc:
-        raise Conflict(f"cannot read {workspace / detail['path']}: {exc.strerror or exc}") from None
-    plan = plan_revert(detail, found, over_changes=over_changes)
-    server = policy.servers.get(detail["server"])
-    rule = policy.rule(detail["server"], detail["tool"]) if server else None
+    plan = plan_revert(detail, _current(detail), over_changes=over_changes)
+    rule = policy.rule(detail["server"], detail["tool"]) if detail["server"] in policy.servers else None
     expires_after = rule.propose.expires_after if rule and rule.propose else DEFAULT_EXPIRES_AFTER
-    draft = ProposalDraft(
-        server=detail["server"],
-        tool=REVERT_TOOL,
-        arguments=revert_arguments(proposal_id),
-        workspace=detail["workspace"],
-        path=detail["path"],
-        content=plan.content,
-        policy_digest=policy.digest,
-        expires_at=format_ts(utc_now() + expires_after),
-        encoding=detail["encoding"],
-        client_name=REVERT_CLIENT,
-        workspace_real=real,
-        mode=plan.mode,
-        base=plan.base,
-    )
+    draft = revert_draft(detail, plan, policy_digest=policy.digest, expires_after=expires_after)
     with Store(home.db_path) as store:
         proposed = store.propose(draft, ctx.actor, reverts=proposal_id)
     url = f"{policy.review_url}/proposals/{proposed.id}"
@@ -105,3 +81,23 @@ def revert(ctx: Ctx, proposal_id: str, over_changes: bool, policy_file: str | No
     said = "Proposed" if proposed.created else "Already pending"
     click.echo(f"{said}: {proposed.id} ({plan.mode} {detail['path']}, reverting {proposal_id})")
     click.echo(f"Review it here: {url}")
+
+
+def _current(detail: dict[str, Any]) -> Found:
+    """What is at the proposal's destination now, read beneath its workspace without following
+    symlinks; refused when the workspace root itself now leads elsewhere."""
+    from gatekeeper.commit.reading import read_at
+    from gatekeeper.revert import READ_LIMIT
+
+    workspace, pid = Path(detail["workspace"]), detail["id"]
+    real = detail["workspace_real"] or detail["workspace"]
+    if os.path.realpath(workspace) != real:
+        raise Conflict(
+            f"the workspace {workspace} now resolves to {os.path.realpath(workspace)}, not {real} as when "
+            f"proposal {pid} was made",
+            f"restore by hand: `gatekeeper audit show {pid} --base` prints the old bytes",
+        )
+    try:
+        return read_at(workspace, detail["path"], READ_LIMIT)
+    except OSError as exc:
+        raise Conflict(f"cannot read {workspace / detail['path']}: {exc.strerror or exc}") from None
