@@ -20,13 +20,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gatekeeper.canonical import format_ts, sha256_hex, utc_now
 from gatekeeper.commit.reading import Found
 from gatekeeper.errors import Conflict
 from gatekeeper.store.schema import DONE_OUTCOMES
 from gatekeeper.store.store import ProposalDraft
+
+if TYPE_CHECKING:
+    from gatekeeper.policy import Policy
+    from gatekeeper.policy.model import ToolRule
 
 REVERT_TOOL = "gatekeeper revert"  # the proposal's tool: the review page says what it is
 REVERT_CLIENT = "gatekeeper revert"  # its requester
@@ -79,6 +83,16 @@ def reverted_id(tool: str, arguments: Any) -> str | None:
     """The proposal a revert proposal restores, or None when it is not a revert."""
     target = arguments.get("revert") if tool == REVERT_TOOL and isinstance(arguments, dict) else None
     return target if isinstance(target, str) else None
+
+
+def revert_rule(policy: Policy, server: str, path: str) -> ToolRule | None:
+    """For the committer's policy check of a revert proposal, whose tool (``REVERT_TOOL``) no policy
+    names: the first ``propose`` rule of its server whose globs still allow the path (a revert
+    restores what such a rule let through); None when no rule does any more (then refuse)."""
+    found = policy.servers.get(server)
+    if found is None:
+        return None
+    return next((r for r in found.tools.values() if r.propose is not None and r.propose.allows(path)), None)
 
 
 def plan_revert(detail: dict[str, Any], found: Found, *, over_changes: bool = False) -> RevertPlan:

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from gatekeeper.canonical import sha256_hex
 from gatekeeper.cli import cli
-from gatekeeper.revert import REVERT_CLIENT, REVERT_TOOL
+from gatekeeper.revert import REVERT_CLIENT, REVERT_TOOL, revert_rule, reverted_id
 from gatekeeper.store import events as ev
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
@@ -212,3 +212,18 @@ def test_audit_show_and_list_name_mode_base_and_outcome(place: Place) -> None:
     listing = CliRunner().invoke(cli, ["audit", "proposals"]).stdout
     rows = {line.split("│")[1].strip(): line for line in listing.splitlines() if applied in line or deleted in line}
     assert " edit " in rows[applied] and " delete " in rows[deleted]
+
+
+# -- for the committer: which rule a revert proposal is checked against --------------------------
+
+
+def test_a_revert_is_checked_against_the_rule_that_allows_its_path(place: Place) -> None:
+    from gatekeeper.policy import load_policy
+
+    policy = load_policy(place.policy)
+    rule = revert_rule(policy, "notes", "notes/a.md")
+    assert rule is policy.rule("notes", "create_note")
+    assert revert_rule(policy, "notes", "elsewhere/a.md") is None  # no rule allows it any more
+    assert revert_rule(policy, "gone", "notes/a.md") is None
+    assert reverted_id(REVERT_TOOL, {"revert": "01ABC"}) == "01ABC"
+    assert reverted_id("create_note", {"revert": "01ABC"}) is None
