@@ -158,6 +158,48 @@ def test_a_deleted_file_that_is_back_is_refused_unless_over_changes(place: Place
     assert d["mode"] == "replace" and bytes(d["base"]) == b"someone else's\n" and bytes(d["content"]) == b"old\n"
 
 
+def test_a_changed_file_removed_since_is_recreated_only_over_changes(place: Place) -> None:
+    (place.workspace / "notes" / "a.md").write_bytes(b"v1\n")
+    pid = place.commit("notes/a.md", "edit", b"v2\n", b"v1\n")
+    (place.workspace / "notes" / "a.md").unlink()
+    result = revert(place, pid, code=1)
+    assert "notes/a.md no longer exists: it was removed after proposal" in result.stderr
+    d = place.detail(revert_json(place, "--over-changes", pid)["proposal_id"])
+    assert d["mode"] == "create" and d["base"] is None and bytes(d["content"]) == b"v1\n"
+
+
+def test_a_workspace_that_now_leads_elsewhere_is_refused(place: Place, tmp_path: Path) -> None:
+    pid = place.commit("notes/new.md", "create", b"fresh\n")
+    place.workspace.rename(tmp_path / "moved")
+    (tmp_path / "decoy" / "notes").mkdir(parents=True)
+    (tmp_path / "decoy" / "notes" / "new.md").write_bytes(b"fresh\n")
+    place.workspace.symlink_to(tmp_path / "decoy")
+    result = revert(place, pid, code=1)
+    assert f"the workspace {place.workspace} now resolves to {tmp_path / 'decoy'}" in result.stderr
+
+
+def test_a_revert_can_itself_be_reverted(place: Place) -> None:
+    (place.workspace / "notes" / "a.md").write_bytes(b"v1\n")
+    pid = place.commit("notes/a.md", "replace", b"v2\n", b"v1\n")
+    undo = revert_json(place, pid)
+    with Store(place.home.db_path) as s:  # the revert approved and committed as filed
+        s.decide(
+            undo["proposal_id"],
+            verdict="approved",
+            reviewer="alice",
+            sha256=undo["sha256"],
+            path="notes/a.md",
+            key=place.home.read_key(),
+            mode="replace",
+            base_sha256=undo["base_sha256"],
+        )
+        (place.workspace / "notes" / "a.md").write_bytes(b"v1\n")
+        record_commit(s, undo["proposal_id"], "applied", observed_sha256=undo["sha256"])
+    again = place.detail(revert_json(place, undo["proposal_id"])["proposal_id"])
+    assert again["mode"] == "replace" and bytes(again["base"]) == b"v1\n" and bytes(again["content"]) == b"v2\n"
+    assert json.loads(again["arguments"]) == {"revert": undo["proposal_id"]}
+
+
 @pytest.mark.parametrize("what", ["symlink", "folder", "fifo"])
 def test_a_destination_that_is_no_longer_a_file_is_refused(place: Place, what: str, tmp_path: Path) -> None:
     pid = place.commit("notes/new.md", "create", b"fresh\n")
