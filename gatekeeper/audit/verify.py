@@ -26,7 +26,7 @@ _HASH = re.compile(r"[0-9a-f]{64}")
 class FileProblem:
     proposal_id: str
     path: str
-    problem: str  # "missing", "changed", "not a regular file", "unreadable: ..."
+    problem: str  # "missing", "changed", "present after its deletion", "unreadable: ..."
 
 
 @dataclass(frozen=True)
@@ -140,11 +140,16 @@ def _digest_nofollow(path: Path) -> str:
 
 
 def verify_files(reader: Reader) -> tuple[int, list[FileProblem]]:
-    """Every file recorded as created must still exist with the approved bytes."""
+    """Every destination Gatekeeper committed to is what its latest committed proposal left: the
+    approved bytes after a create or an applied change, nothing after a delete."""
     checked, problems = 0, []
-    for proposal_id, workspace, rel, final_path, sha256 in reader.committed_files():
+    for proposal_id, workspace, rel, final_path, sha256, outcome in reader.committed_files():
         path = Path(final_path) if final_path else Path(workspace) / rel
         checked += 1
+        if outcome == "deleted":
+            if os.path.lexists(path):
+                problems.append(FileProblem(proposal_id, str(path), "present after its deletion"))
+            continue
         try:
             actual = _digest_nofollow(path)
         except FileNotFoundError:

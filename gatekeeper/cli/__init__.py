@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from gatekeeper import __version__
-from gatekeeper.cli import admin, audit, commit_cmd, host_cmd, policy_cmd, proxy_cmd, review_cmd, up_cmd
+from gatekeeper.cli import admin, audit, commit_cmd, host_cmd, policy_cmd, proxy_cmd, revert_cmd, review_cmd, up_cmd
 from gatekeeper.cli.context import Ctx
 from gatekeeper.errors import GatekeeperError
 from gatekeeper.home import go_private
@@ -62,6 +62,7 @@ cli.add_command(review_cmd.review)
 cli.add_command(review_cmd.reviewer)
 cli.add_command(host_cmd.host_config)
 cli.add_command(commit_cmd.commit)
+cli.add_command(revert_cmd.revert)
 cli.add_command(up_cmd.up)
 
 

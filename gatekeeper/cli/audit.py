@@ -14,7 +14,7 @@ from gatekeeper.audit.verify import SavedHead, parse_head
 from gatekeeper.canonical import parse_since
 from gatekeeper.cli.context import Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json, kv, table
-from gatekeeper.errors import NotFound
+from gatekeeper.errors import InvalidInput, NotFound
 from gatekeeper.store.follow import Follower
 from gatekeeper.store.queries import STATUSES, Reader, event_dict
 from gatekeeper.store.version import check_schema
@@ -75,10 +75,10 @@ def _show_rows(detail: dict[str, Any]) -> list[tuple[str, Any]]:
     return [
         ("status", detail["status"]),
         ("server / tool", f"{detail['server']} / {detail['tool']}"),
+        ("mode", detail["mode"]),
         ("destination", detail["path"]),
         ("workspace", detail["workspace"] + _resolves_to(detail)),
-        ("size", f"{detail['size']} bytes ({detail['encoding']})"),
-        ("sha256", detail["sha256"]),
+        *_change_rows(detail),
         ("created", detail["created_at"]),
         ("expires", detail["expires_at"]),
         (
@@ -106,6 +106,20 @@ def _show_rows(detail: dict[str, Any]) -> list[tuple[str, Any]]:
     ]
 
 
+def _change_rows(detail: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Size and digest of the result; for a change, of its base too (a delete's result is no file)."""
+    if detail["mode"] == "create":
+        return [("size", f"{detail['size']} bytes ({detail['encoding']})"), ("sha256", detail["sha256"])]
+    base = [
+        ("base size", f"{detail['base_size']} bytes (the file before; `--base` prints them)"),
+        ("base sha256", detail["base_sha256"]),
+    ]
+    if detail["mode"] == "delete":
+        return base
+    result = [("result size", f"{detail['size']} bytes ({detail['encoding']})"), ("result sha256", detail["sha256"])]
+    return base + result
+
+
 @click.group()
 def audit() -> None:
     """Query and verify the tamper-evident audit log (read-only)."""
@@ -128,33 +142,52 @@ def proposals(ctx: Ctx, status: str | None, server: str | None, since: str | Non
         return
     table(
         f"{len(rows)} proposal(s)" + (f" ({status})" if status else ""),
-        ("id", "status", "server", "tool", "path", "size", "sha256", "created_at"),
-        ((r.id, r.status, r.server, r.tool, r.path, r.size, r.sha256[:12], r.created_at) for r in rows),
+        ("id", "status", "mode", "server", "tool", "path", "size", "sha256", "created_at"),
+        ((r.id, r.status, r.mode, r.server, r.tool, r.path, r.size, r.sha256[:12], r.created_at) for r in rows),
     )
 
 
 @audit.command()
 @click.argument("proposal_id")
-@click.option("--content", is_flag=True, help="Print the exact proposed bytes (with --json: as base64).")
+@click.option(
+    "--content", is_flag=True, help="Print the exact proposed bytes, the file after it (with --json: as base64)."
+)
+@click.option(
+    "--base",
+    "base",
+    is_flag=True,
+    help="Print the exact bytes a change replaced or deleted, the file before it (with --json: as base64).",
+)
 @JSON
 @pass_ctx
-def show(ctx: Ctx, proposal_id: str, content: bool, as_json: bool) -> None:
-    """One proposal: arguments, destination, size, sha256, decision, commit outcome and events."""
+def show(ctx: Ctx, proposal_id: str, content: bool, base: bool, as_json: bool) -> None:
+    """One proposal: mode, arguments, destination, base and result size and sha256, decision,
+    commit outcome and events."""
+    if content and base:
+        raise click.UsageError("pass --content or --base, not both")
     with _reader(ctx) as reader:
         detail = reader.proposal(proposal_id)
     if detail is None:
         raise NotFound(f"no proposal {proposal_id}", "`gatekeeper audit proposals` lists them")
     raw: bytes = detail.pop("content")
+    base_raw: bytes | None = detail.pop("base")
+    if base and base_raw is None:
+        raise InvalidInput(
+            f"proposal {proposal_id} is a create: it replaced nothing, so it has no base bytes",
+            "`--content` prints the bytes it proposed",
+        )
     detail["arguments"] = json.loads(detail["arguments"])
     for event in detail["events"]:
         event["payload"] = json.loads(event["payload"])
     if as_json:
         if content:
             detail["content_base64"] = base64.b64encode(raw).decode("ascii")
+        if base and base_raw is not None:
+            detail["base_base64"] = base64.b64encode(base_raw).decode("ascii")
         emit_json(detail)
         return
-    if content:
-        sys.stdout.buffer.write(raw)
+    if content or base:
+        sys.stdout.buffer.write(raw if content else bytes(base_raw or b""))
         sys.stdout.flush()
         return
     kv(f"proposal {detail['id']}", _show_rows(detail))

@@ -46,8 +46,9 @@ async def read_state(db_path: Path, proposal_id: str) -> dict[str, Any] | None:
 
 
 def summary(state: dict[str, Any]) -> dict[str, Any]:
-    """The structured answer an agent gets, from ``Reader.proposal_state``."""
-    return {
+    """The structured answer an agent gets, from ``Reader.proposal_state``. A create's is as it
+    always was; a change's adds its mode and base (``outcome`` is then applied or deleted)."""
+    out = {
         "proposal_id": state["id"],
         "status": state["status"],
         "destination": state["path"],
@@ -62,16 +63,30 @@ def summary(state: dict[str, Any]) -> dict[str, Any]:
         "final_path": state["final_path"],
         "detail": state["detail"] or None,
     }
+    mode = state.get("mode") or "create"
+    if mode != "create":
+        out |= {"mode": mode, "base_sha256": state["base_sha256"], "base_size": state["base_size"]}
+    return out
 
 
 def words(s: dict[str, Any]) -> str:
+    mode = s.get("mode", "create")
+    if mode == "create":
+        approved, committed = "the file will be created shortly", f"the file exists at {s['final_path']}"
+        conflict = "something already exists at the destination"
+    else:
+        approved = f"the {mode} will be applied shortly" if mode != "delete" else "the file will be deleted shortly"
+        where = s["final_path"] or s["destination"]
+        applied = f"the {mode} was applied to {where}"
+        committed = f"the file was deleted ({where})" if s["outcome"] == "deleted" else applied
+        conflict = "the file changed since it was proposed"
     said: str = {
         "pending": "waiting for a person to review it",
         "expired": "expired before anyone decided; propose again if it is still wanted",
-        "approved": "approved; the file will be created shortly",
+        "approved": f"approved; {approved}",
         "rejected": f"rejected by {s['reviewer']}: {s['reason']}",
-        "committed": f"committed: the file exists at {s['final_path']}",
-        "conflict": f"not written: {s['detail'] or 'something already exists at the destination'}",
+        "committed": f"committed: {committed}",
+        "conflict": f"not written: {s['detail'] or conflict}",
         "refused": f"not written: {s['detail']}",
         "failed": f"not written: {s['detail']}",
     }.get(s["status"], s["status"])
@@ -92,7 +107,7 @@ async def proposal_status(db_path: Path, arguments: Any) -> types.CallToolResult
 
 
 def final_result(s: dict[str, Any]) -> types.CallToolResult:
-    """The answer to a proposing call once the outcome is known: success only when the file exists."""
+    """The answer to a proposing call once the outcome is known: success only when it is committed."""
     text = f"Proposal {s['proposal_id']} for {s['destination']}: {words(s)}."
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)], structured_content=s, is_error=s["status"] != "committed"

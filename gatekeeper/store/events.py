@@ -9,6 +9,7 @@ DB_UPGRADE = "db_upgrade"
 PROPOSAL_CREATED = "proposal_created"
 PROPOSAL_REPEATED = "proposal_repeated"
 PROPOSAL_REFUSED = "proposal_refused"
+REVERT_PROPOSED = "revert_proposed"  # follows proposal_created: that proposal restores what another changed
 TOOL_DENIED = "tool_denied"
 REQUEST_REFUSED = "request_refused"  # a host message the proxy could not take (see proxy/wire.py)
 DECISION = "decision"

@@ -187,13 +187,16 @@ class Reader:
         )
         return [{"id": r[0], "created_at": r[1], "sha256": r[2]} for r in cur]
 
-    def committed_files(self) -> Iterator[tuple[str, str, str, str | None, str]]:
-        """(proposal id, workspace, path, final_path, sha256) of every proposal whose result was
-        written: created, or a change applied (a delete leaves no file to compare)."""
+    def committed_files(self) -> Iterator[tuple[str, str, str, str | None, str, str]]:
+        """(proposal id, workspace, path, final_path, sha256, outcome) of the LATEST committed
+        proposal per destination, in commit order: what the file should be now. A later approved
+        change supersedes an earlier one; outcome ``deleted`` means the file should be absent."""
         yield from self._conn.execute(
-            "SELECT p.id, p.workspace, p.path, c.final_path, p.sha256 FROM proposal p "
-            "JOIN commit_record c ON c.proposal_id = p.id WHERE c.outcome IN ('created', 'applied') "
-            "ORDER BY p.created_at"
+            "SELECT id, workspace, path, final_path, sha256, outcome FROM ("
+            "SELECT p.id, p.workspace, p.path, c.final_path, p.sha256, c.outcome, c.id AS commit_id, "
+            "row_number() OVER (PARTITION BY p.workspace, p.path ORDER BY c.id DESC) AS newest "
+            "FROM commit_record c JOIN proposal p ON p.id = c.proposal_id "
+            "WHERE c.outcome IN ('created', 'applied', 'deleted')) WHERE newest = 1 ORDER BY commit_id"
         )
 
     # -- events ------------------------------------------------------------------------------

@@ -79,8 +79,12 @@ class Store(ToolPins, CommitRecords):
 
     # -- proposals ---------------------------------------------------------------------------
 
-    def propose(self, draft: ProposalDraft, actor: str = "proxy") -> Proposed:
-        """Record a proposal, or return the identical one still pending (agents retry)."""
+    def propose(self, draft: ProposalDraft, actor: str = "proxy", *, reverts: str | None = None) -> Proposed:
+        """Record a proposal, or return the identical one still pending (agents retry).
+
+        ``reverts``: the committed proposal this one restores (``gatekeeper revert``); a
+        ``revert_proposed`` event naming it follows ``proposal_created`` in the same transaction.
+        """
         if draft.encoding not in ("text", "base64"):
             raise InvalidInput(f"unknown encoding {draft.encoding!r}", "use 'text' or 'base64'")
         _check_change(draft)
@@ -110,6 +114,8 @@ class Store(ToolPins, CommitRecords):
             tx.insert("proposal", {"id": pid, "created_at": now, **row, **_base_columns(draft, base_sha)})
             payload = {**_created_payload(draft, args_sha, digest), **_change_payload(draft, base_sha)}
             tx.append_event(ev.PROPOSAL_CREATED, actor, payload, pid)
+            if reverts is not None:
+                tx.append_event(ev.REVERT_PROPOSED, actor, {"reverts": reverts, "mode": draft.mode}, pid)
             return Proposed(pid, True, digest, len(draft.content), draft.expires_at)
 
     # -- decisions ---------------------------------------------------------------------------
