@@ -685,3 +685,31 @@ def test_when_limits_a_rule_to_argument_values(tmp_path):
 )
 def test_bad_when_is_a_policy_error(tmp_path, monkeypatch, when, expected):
     assert expected in error_of(tmp_path, monkeypatch, BASE + WHEN + f"          when: {when}\n")
+
+
+# ---------------------------------------------------------------- the README's and examples/ policies
+
+
+def _readme_policies() -> list[str]:
+    import re
+
+    return re.findall(r"```yaml\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+
+
+@pytest.mark.parametrize("number", range(3))
+def test_every_policy_in_the_readme_loads(tmp_path, number):
+    blocks = _readme_policies()
+    assert len(blocks) == 3
+    policy = load_policy(write(tmp_path, blocks[number]))
+    assert policy.describe()
+
+
+def test_the_example_policies_load_with_the_modes_they_say(tmp_path):
+    modes = {}
+    for name in ("filesystem.yaml", "obsidian.yaml"):
+        for row in load_policy(REPO / "examples" / name).describe():
+            modes[row["tool"]] = (row["mode"], row["when"])
+    assert modes["write_file"] == ("replace", None)
+    assert modes["edit_file"] == ("edit", None)
+    assert modes["obsidian_edit_note"] == ("append", {"operation": "append", "vault": "notes"})
+    assert modes["read_text_file"] == (None, None)
