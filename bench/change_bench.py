@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -46,6 +47,18 @@ servers:
 def _file() -> bytes:
     """~4 KiB of text: line i is ``line i: ...`` padded, so every line is unique."""
     return "".join(f"line {i:03d}: {'x' * 30}\n" for i in range(LINES)).encode()
+
+
+def _without_store(server: Any, rule: Any, who: Requester, digest: str, seconds: float) -> float:
+    """The same calls without the store: what reading the base, the edit and the diff cost, per second."""
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() < start + seconds:
+        old = f"line {count % LINES:03d}: "
+        args = {"path": "notes/big.md", "edits": [{"oldText": old, "newText": f"{old}dry {count} "}]}
+        d = draft("files", server, "edit_file", rule, args, who, digest)
+        unified(d.base or b"", d.content, d.path)
+        count += 1
+    return count / (time.perf_counter() - start)
 
 
 def run(quick: bool, work: Path) -> list[Figure]:
@@ -83,15 +96,7 @@ def run(quick: bool, work: Path) -> list[Figure]:
                 count += 1
                 calls += 1
             rates.append(count / (time.perf_counter() - start))
-    # the same calls without the store: what reading the base, computing the edit and the diff cost
-    count, start = 0, time.perf_counter()
-    while time.perf_counter() < start + s.write_seconds:
-        old = f"line {count % LINES:03d}: "
-        args = {"path": "notes/big.md", "edits": [{"oldText": old, "newText": f"{old}dry {count} "}]}
-        d = draft("files", server, "edit_file", rule, args, who, policy.digest)
-        unified(d.base or b"", d.content, d.path)
-        count += 1
-    cpu_rate = count / (time.perf_counter() - start)
+    cpu_rate = _without_store(server, rule, who, policy.digest, s.write_seconds)
     recorded = count_rows(home.db_path, "proposal")
     assert recorded == calls, f"{recorded} rows for {calls} calls"
     assert (workspace / "notes/big.md").read_bytes() == base  # proposing never writes
