@@ -21,6 +21,7 @@ import traceback
 from pathlib import Path
 
 import audit_bench  # figures 3 and 4
+import change_bench  # E1
 import commit_bench  # figures 5 and 6
 import proxy_bench  # P1-P3
 import review_bench  # R0-R2
@@ -37,7 +38,7 @@ def run_all(work: Path, s: Settings, report: Report) -> None:
     audit_bench.audit_verify(db, s, report)
     for row in commit_bench.figures(work, quick=s.quick, log=log):
         report.add(Figure(**row))
-    for figure in [*proxy_bench.run(s.quick, work), *review_bench.run(s.quick, work)]:
+    for figure in [*proxy_bench.run(s.quick, work), *review_bench.run(s.quick, work), *change_bench.run(s.quick, work)]:
         report.add(figure)
 
 

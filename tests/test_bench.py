@@ -29,6 +29,7 @@ def test_bench_quick_runs_and_reports_every_figure(tmp_path: Path) -> None:
         "2. proposals/s, 4 writer processes",
         "3. Reader.proposals pending",
         "4. verify_chain",
+        "E1. edit proposals/s incl. diff",
     ):
         assert figure in result.stdout
     locked = re.search(r'"database is locked" errors\s+(\d+)', result.stdout)

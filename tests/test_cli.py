@@ -458,6 +458,27 @@ def test_policy_check_prints_the_effective_rules(home: Home, tmp_path: Path) -> 
     }
 
 
+def test_policy_check_shows_the_mode_of_each_propose_rule(home: Home, tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "version: 1\nservers:\n  files:\n    command: python\n    workspace: ws\n    tools:\n"
+        "      write_file: {propose: {mode: replace, create_if_missing: true, path: {arg: path}, "
+        "content: {arg: content}}}\n"
+        "      edit_file: {propose: {mode: edit, path: {arg: path}}}\n"
+        "      note: {propose: {mode: append, path: {arg: path}, content: {arg: content}, "
+        "when: {operation: append}}}\n"
+    )
+    out = run("policy", "check", "--policy", str(policy))
+    cells = {row[2].strip(): row for row in (line.split("│")[1:-1] for line in out.splitlines()) if len(row) > 4}
+    assert cells["write_file"][4].strip() == "replace"
+    assert cells["edit_file"][4].strip() == "edit"
+    assert "arg:edits [oldText → newText, dry run: dryRun]" in out
+    assert cells["note"][4].strip() == "append (when operation=append)"
+    rows = {r["tool"]: r for r in jsonl(run("policy", "check", "--policy", str(policy), "--json"))}
+    assert {t: r["mode"] for t, r in rows.items()} == {"write_file": "replace", "edit_file": "edit", "note": "append"}
+
+
 def test_policy_check_warns_about_a_missing_workspace(home: Home, tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     shutil.copy(REPO / "policy.yaml", policy)

@@ -87,6 +87,8 @@ def test_example_policy_loads_and_describes_itself():
         "action": "propose",
         "path": "template:notes/{{ args.title | slug }}.md",
         "content": "arg:body",
+        "edits": None,
+        "when": None,
         "encoding": "text",
         "globs": ["notes/**/*.md"],
         "max_bytes": 65536,
@@ -651,3 +653,63 @@ def test_a_policy_built_from_a_document_names_its_file_and_lines(tmp_path):
     assert policy.where(("servers", "notes", "workspace")) == "conf/p.yaml:5: servers.notes.workspace"
     assert policy.check_workspaces()[0].startswith("conf/p.yaml:5: servers.notes.workspace: ")
     assert policy.digest == load_policy(write(tmp_path, BASE)).digest  # where it came from is not policy
+
+
+# ---------------------------------------------------------------- when: a rule limited to argument values
+
+WHEN = """\
+      obsidian_edit_note:
+        propose:
+          mode: append
+          path: {arg: path}
+          content: {arg: content}
+"""
+
+
+def test_when_limits_a_rule_to_argument_values(tmp_path):
+    policy = load_policy(write(tmp_path, BASE + WHEN + "          when: {operation: append, vault: notes}\n"))
+    rule = policy.servers["notes"].tools["obsidian_edit_note"].propose
+    assert rule.when == {"operation": "append", "vault": "notes"}
+    row = {r["tool"]: r for r in policy.describe()}["obsidian_edit_note"]
+    assert row["mode"] == "append" and row["when"] == {"operation": "append", "vault": "notes"}
+
+
+@pytest.mark.parametrize(
+    ("when", "expected"),
+    [
+        ("{}", "'when' needs at least one argument and its value"),
+        ("{content: x}", "'when' cannot test 'content': that argument carries the path or the content"),
+        ("{path: x}", "'when' cannot test 'path'"),
+        ("{operation: [append]}", "operation"),
+    ],
+)
+def test_bad_when_is_a_policy_error(tmp_path, monkeypatch, when, expected):
+    assert expected in error_of(tmp_path, monkeypatch, BASE + WHEN + f"          when: {when}\n")
+
+
+# ---------------------------------------------------------------- the README's and examples/ policies
+
+
+def _readme_policies() -> list[str]:
+    import re
+
+    return re.findall(r"```yaml\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+
+
+@pytest.mark.parametrize("number", range(3))
+def test_every_policy_in_the_readme_loads(tmp_path, number):
+    blocks = _readme_policies()
+    assert len(blocks) == 3
+    policy = load_policy(write(tmp_path, blocks[number]))
+    assert policy.describe()
+
+
+def test_the_example_policies_load_with_the_modes_they_say(tmp_path):
+    modes = {}
+    for name in ("filesystem.yaml", "obsidian.yaml"):
+        for row in load_policy(REPO / "examples" / name).describe():
+            modes[row["tool"]] = (row["mode"], row["when"])
+    assert modes["write_file"] == ("replace", None)
+    assert modes["edit_file"] == ("edit", None)
+    assert modes["obsidian_edit_note"] == ("append", {"operation": "append", "vault": "notes"})
+    assert modes["read_text_file"] == (None, None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
@@ -11,6 +13,14 @@ from gatekeeper.cli.output import emit_json, table
 @click.group()
 def policy() -> None:
     """Check and show the policy (which tools are allowed, proposed or denied)."""
+
+
+def _mode(row: dict[str, Any]) -> str:
+    """The propose mode, with what narrows it: ``append (when operation=append)``."""
+    mode = row.get("mode") or ""
+    if row.get("when"):
+        mode += " (when " + ", ".join(f"{k}={v}" for k, v in row["when"].items()) + ")"
+    return mode
 
 
 @policy.command()
@@ -46,15 +56,16 @@ def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool
     else:
         table(
             f"{pol.source} (digest {pol.digest[:12]})",
-            ("host name", "server", "tool", "action", "path", "content", "globs", "max bytes"),
+            ("host name", "server", "tool", "action", "mode", "path", "content", "globs", "max bytes"),
             (
                 (
                     r["host_name"],
                     r["server"],
                     r["tool"],
                     r["action"],
+                    _mode(r),
                     r.get("path") or "",
-                    r.get("content") or "",
+                    r.get("content") or r.get("edits") or "",
                     " ".join(r.get("globs") or []),
                     r.get("max_bytes") or "",
                 )

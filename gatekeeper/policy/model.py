@@ -284,6 +284,8 @@ class Policy(BaseModel):
                         "mode": p.mode if p else None,
                         "path": p.path.label() if p else None,
                         "content": p.content.label() if p and p.content else None,
+                        "edits": _edits_label(p) if p and p.mode == "edit" else None,
+                        "when": dict(p.when) if p and p.when else None,
                         "encoding": p.encoding if p else None,
                         "globs": list(p.globs) if p else None,
                         "max_bytes": p.max_bytes if p else None,
@@ -305,3 +307,10 @@ class Policy(BaseModel):
                 elif not folder.is_dir():
                     problems.append(f"{where}: {folder} is not a directory")
         return problems
+
+
+def _edits_label(rule: Any) -> str:
+    """``arg:edits [oldText → newText, dry run: dryRun]``: where an edit rule finds its edits."""
+    e = rule.edit_list
+    dry = f", dry run: {e.dry_run}" if e.dry_run else ""
+    return f"arg:{e.arg} [{e.old} → {e.new}{dry}]"

@@ -5,6 +5,10 @@ A rule has a **mode** that says what the call does to its destination: ``create`
 with the call's list of old → new text edits, or ``delete`` it. Each mode takes exactly the keys
 that mean something for it, so ``separator`` on a ``replace`` is a policy error, not a setting
 silently ignored.
+
+``when`` limits a rule to calls whose arguments have given values, for a tool that does several
+things under one name (obsidian-mcp's ``obsidian_edit_note`` appends, prepends or replaces by its
+``operation`` argument): ``when: {operation: append}`` proposes only the append and refuses the rest.
 """
 
 from __future__ import annotations
@@ -96,6 +100,14 @@ class Propose(BaseModel):
     expires_after: Duration = DEFAULT_EXPIRES_AFTER
     file_mode: FileMode | None = None  # None: NEW_FILE_MODE for a new file, a changed file keeps its own
     wait_seconds: Annotated[StrictInt, Field(ge=0, le=600)] = 0
+    when: dict[NonEmpty, StrictStr | StrictBool | StrictInt] | None = None  # argument -> the only value proposed
+
+    @field_validator("when")
+    @classmethod
+    def _some_conditions(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and not value:
+            fail("'when' needs at least one argument and its value (or leave 'when' out)")
+        return value
 
     @field_validator("globs")
     @classmethod
@@ -122,6 +134,12 @@ class Propose(BaseModel):
             fail("'separator' is text; it cannot be used with encoding: base64")
         if mode in ("edit", "delete") and self.encoding != "text":
             fail(f"'encoding' has no meaning for mode {mode!r}; remove it")
+        for key in self.when or {}:
+            used = {s.arg for s in (self.path, self.content) if s is not None}
+            if mode == "edit":
+                used.add(self.edit_list.arg)
+            if key in used:
+                fail(f"'when' cannot test {key!r}: that argument carries the path or the content")
         return self
 
     @property

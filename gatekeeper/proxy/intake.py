@@ -1,8 +1,11 @@
 """Turn a ``propose`` tool call into a proposal draft: the exact destination and the exact bytes.
 
 Everything here is a check a person would want before being asked to review: the path is
-inside the workspace and the rule's globs, the content fits ``max_bytes``, and nothing exists
-at the destination yet. Any failure is an ``InvalidInput`` whose message says what to change.
+inside the workspace and the rule's globs, the content fits ``max_bytes``, and for a create
+nothing exists at the destination yet. A change (replace, append, edit, delete) reads its base,
+the file as it is now, beneath the workspace without following symlinks (commit/reading.py),
+and gatekeeper/changes.py computes the result. Any failure is an ``InvalidInput`` whose message
+says what to change.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from gatekeeper import changes
 from gatekeeper.canonical import format_ts, sha256_hex, utc_now
+from gatekeeper.commit.reading import read_at
 from gatekeeper.errors import InvalidInput
 from gatekeeper.paths import PathRefused, check_existing, normalise_destination
 from gatekeeper.policy import Propose, Server
@@ -58,6 +63,7 @@ def destination(rule: Propose, server: Server, args: dict[str, Any]) -> str:
 
 
 def content(rule: Propose, args: dict[str, Any]) -> bytes:
+    """The call's content as bytes (text as UTF-8, or decoded base64), within ``max_bytes``."""
     if rule.content is None:
         raise InvalidInput(f"a {rule.mode} takes no content")
     text = _text(rule.content.render(args), "content", rule.content.label())
@@ -98,7 +104,7 @@ def bound_arguments(rule: Propose, arguments: dict[str, Any]) -> None:
 
     Call after ``content``: the content is already within ``max_bytes``.
     """
-    content_size = _json_size(rule.content.render(arguments)) if rule.content is not None else 0
+    content_size = _json_size(_payload(rule, arguments))
     limit = content_size + ARGUMENT_ALLOWANCE
     size = _json_size(arguments)
     if size > limit:
@@ -109,11 +115,113 @@ def bound_arguments(rule: Propose, arguments: dict[str, Any]) -> None:
         )
 
 
+def _payload(rule: Propose, arguments: dict[str, Any]) -> Any:
+    """The argument that carries the bytes: the content, or an edit's list of edits (bounded here)."""
+    if rule.content is not None:
+        return rule.content.render(arguments)
+    if rule.mode != "edit":
+        return None
+    edits = arguments.get(rule.edit_list.arg)
+    size = _json_size(edits)
+    if size > 2 * rule.max_bytes:
+        raise InvalidInput(
+            f"the edits are {size:,} bytes as JSON, over twice this tool's limit of {rule.max_bytes:,} bytes",
+            "send fewer or smaller edits",
+        )
+    return edits
+
+
 def arguments_digest(arguments: Any) -> str:
     """sha256 of the canonical JSON of any argument object, even one that cannot be proposed:
     what an audit event keeps instead of the arguments themselves."""
     text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return sha256_hex(text.encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked call: where it writes, what is there now (None for a create) and the change."""
+
+    path: str
+    base: bytes | None
+    change: changes.Change
+
+
+_KINDS = {
+    "folder": ("is a folder, not a file", "name a file inside it instead"),
+    "symlink": ("is a symbolic link, which Gatekeeper never follows", "name the file it points to"),
+    "other": ("is not a regular file (a FIFO, socket or device)", "name a regular file"),
+}
+
+
+def base_of(rule: Propose, server: Server, path: str) -> bytes | None:
+    """The bytes at ``path`` now (None: nothing there), refused if it is not a regular file within the limit."""
+    if not server.workspace.is_dir():
+        raise InvalidInput(
+            f"the workspace {server.workspace} does not exist", "create it, or fix `workspace` in policy.yaml"
+        )
+    try:
+        found = read_at(server.workspace, path, rule.max_bytes)
+    except OSError as exc:
+        raise InvalidInput(
+            f"{path} cannot be read: {exc.strerror or exc}", "check its permissions, or pick another file"
+        ) from None
+    if found.kind == "missing":
+        return None
+    if found.kind == "blocked":
+        raise PathRefused(
+            f"destination {path!r} refused: {found.detail or 'a folder on the way is a symbolic link or a file'}",
+            "pick a path whose folders are plain folders",
+        )
+    if found.kind in _KINDS:
+        what, hint = _KINDS[found.kind]
+        raise PathRefused(f"destination {path!r} refused: it {what}", hint)
+    if found.too_large:
+        raise InvalidInput(
+            f"{path} is {found.size:,} bytes, over this tool's limit of {rule.max_bytes:,} bytes, "
+            "so Gatekeeper will not read it to propose a change",
+            "change a smaller file, or ask the person running Gatekeeper to raise max_bytes",
+        )
+    assert found.data is not None
+    return found.data
+
+
+def _check_when(rule: Propose, arguments: dict[str, Any]) -> None:
+    """Refuse a call whose arguments are not the ones this rule is limited to (``when``)."""
+    for key, expected in (rule.when or {}).items():
+        value = arguments.get(key)
+        if value != expected or type(value) is not type(expected):
+            got = "it is missing" if key not in arguments else f"got {json.dumps(value, ensure_ascii=False)}"
+            raise InvalidInput(
+                f"this tool can only be proposed with {key} = {json.dumps(expected, ensure_ascii=False)}; {got}",
+                f"call it with {key}: {json.dumps(expected, ensure_ascii=False)}, or ask the person running "
+                "Gatekeeper to allow the other form",
+            )
+
+
+def plan(rule: Propose, server: Server, arguments: Any) -> Plan:
+    """Check a call against its rule and compute the change it proposes; writes nothing."""
+    if not isinstance(arguments, dict):
+        raise InvalidInput(
+            f"the arguments must be a JSON object, got {type(arguments).__name__}", "pass named arguments"
+        )
+    _check_when(rule, arguments)
+    path = destination(rule, server, arguments)
+    data = content(rule, arguments) if rule.content is not None else None
+    bound_arguments(rule, arguments)
+    if rule.mode == "create":
+        check_existing(server.workspace, path)
+        base = None
+    else:
+        base = base_of(rule, server, path)
+    change = changes.apply(rule, path, arguments, base, data)
+    if len(change.result) > rule.max_bytes:
+        raise InvalidInput(
+            f"the resulting file would be {len(change.result):,} bytes, over this tool's limit of "
+            f"{rule.max_bytes:,} bytes",
+            "make the change smaller, or ask the person running Gatekeeper to raise max_bytes",
+        )
+    return Plan(path, None if change.mode == "create" else base, change)
 
 
 def draft(
@@ -125,24 +233,16 @@ def draft(
     requester: Requester,
     policy_digest: str,
 ) -> ProposalDraft:
-    """Validate a call and build its draft; the destination must not exist right now."""
-    if not isinstance(arguments, dict):
-        raise InvalidInput(
-            f"the arguments must be a JSON object, got {type(arguments).__name__}", "pass named arguments"
-        )
-    if rule.mode != "create":
-        raise InvalidInput(f"this Gatekeeper cannot propose a {rule.mode} yet", "ask for a create instead")
-    path = destination(rule, server, arguments)
-    data = content(rule, arguments)
-    bound_arguments(rule, arguments)
-    check_existing(server.workspace, path)
+    """Validate a call and build its draft: for a create the destination must not exist right now,
+    for a change the draft carries the base read now and the result computed from it."""
+    checked = plan(rule, server, arguments)
     return ProposalDraft(
         server=server_name,
         tool=tool,
         arguments=arguments,
         workspace=str(server.workspace),
-        path=path,
-        content=data,
+        path=checked.path,
+        content=checked.change.result,
         encoding=rule.encoding,
         policy_digest=policy_digest,
         expires_at=format_ts(utc_now() + timedelta(seconds=rule.expires_after.total_seconds())),
@@ -152,4 +252,6 @@ def draft(
         session_id=requester.session_id,
         # Where the root really is now: the committer refuses if it resolves elsewhere by then.
         workspace_real=os.path.realpath(server.workspace),
+        mode=checked.change.mode,
+        base=checked.base,
     )

@@ -4,7 +4,8 @@ The host's arguments become a proposal (proxy/intake.py checks them against the 
 host gets back depends on the rule and the host: with ``wait_seconds`` the call waits for the
 person's decision (reporting progress); a 2026-07-28 host with URL elicitation is handed to the
 review page (proxy/handoff.py) and its retry resumes here; anyone else gets the pending result
-with the review URL. Nothing here writes a workspace file.
+with the review URL. An edit's dry run (``dryRun: true``) is answered with the diff and recorded
+nowhere. Nothing here writes a workspace file.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from typing import Any
 from mcp import types
 from mcp.server import ServerRequestContext
 
+from gatekeeper import changes
+from gatekeeper.canonical import sha256_hex
+from gatekeeper.diff import unified
 from gatekeeper.errors import InvalidInput
 from gatekeeper.home import Home
-from gatekeeper.policy import RESERVED_TOOL, Policy
+from gatekeeper.policy import RESERVED_TOOL, Policy, Propose, Server
 from gatekeeper.proxy import intake
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Route
@@ -54,6 +58,8 @@ class Proposer:
             return await self._resume(ctx, state)
         server = self.policy.servers[route.server]
         try:
+            if changes.dry_run_requested(rule, arguments if isinstance(arguments, dict) else {}):
+                return self._dry_run(rule, server, arguments)
             draft = intake.draft(
                 route.server, server, route.tool, rule, arguments, self._requester(ctx), self.policy.digest
             )
@@ -77,6 +83,8 @@ class Proposer:
             proposed.sha256,
             proposed.expires_at,
             repeat=not proposed.created,
+            mode=draft.mode,
+            base=None if draft.base is None else (len(draft.base), sha256_hex(draft.base)),
         )
         if rule.wait_seconds > 0:
             progress = self._progress(ctx, rule.wait_seconds)
@@ -96,9 +104,42 @@ class Proposer:
             session_id=self.session_id,
         )
 
+    @staticmethod
+    def _dry_run(rule: Propose, server: Server, arguments: Any) -> types.CallToolResult:
+        """What the edit would do, as a diff; nothing is recorded and nothing is written."""
+        checked = intake.plan(rule, server, arguments)
+        base = checked.base or b""
+        result = checked.change.result
+        diff = unified(base, result, checked.path)
+        text = (
+            f"Dry run, nothing proposed or written: {_what(checked.change.mode, checked.path)}: "
+            f"{_sizes(len(base), len(result))}.\n```diff\n{diff}```\n"
+        )
+        summary = {
+            "dry_run": True,
+            "mode": checked.change.mode,
+            "destination": checked.path,
+            "base_size": len(base),
+            "size": len(result),
+            "diff": diff,
+        }
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=summary)
+
     def _pending_result(
-        self, pid: str, path: str, absolute: str, size: int, sha256: str, expires_at: str, *, repeat: bool
+        self,
+        pid: str,
+        path: str,
+        absolute: str,
+        size: int,
+        sha256: str,
+        expires_at: str,
+        *,
+        repeat: bool,
+        mode: str = "create",
+        base: tuple[int, str] | None = None,
     ) -> types.CallToolResult:
+        """The "pending" answer; a change (``base``: size and sha256 of the bytes read) also says its
+        mode and size change."""
         url = self.review_url(pid)
         summary = {
             "proposal_id": pid,
@@ -111,11 +152,20 @@ class Proposer:
             "review_url": url,
             "repeat": repeat,
         }
-        text = (
-            f"Proposed, not written: {path} ({size} bytes, sha256 {sha256[:16]}…). "
-            f"Status: pending_approval. A person must approve this exact content at {url} before the file is "
-            f"created. Proposal id: {pid} (check it with {RESERVED_TOOL})."
-        )
+        if base is None:
+            text = (
+                f"Proposed, not written: {path} ({size} bytes, sha256 {sha256[:16]}…). "
+                f"Status: pending_approval. A person must approve this exact content at {url} before the file is "
+                f"created. Proposal id: {pid} (check it with {RESERVED_TOOL})."
+            )
+        else:
+            summary.update(mode=mode, base_size=base[0], base_sha256=base[1])
+            text = (
+                f"Proposed, not written: {_what(mode, path)}: {_sizes(base[0], size)}, sha256 {sha256[:16]}…. "
+                f"Status: pending_approval. A person must approve this exact change at {url} before it is "
+                f"applied; it applies only if the file still has the bytes read now. "
+                f"Proposal id: {pid} (check it with {RESERVED_TOOL})."
+            )
         if repeat:
             text = "This identical proposal is already pending. " + text
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=summary)
@@ -150,4 +200,18 @@ class Proposer:
             detail["sha256"],
             detail["expires_at"],
             repeat=False,
+            mode=detail.get("mode") or "create",
+            base=None if detail.get("base_sha256") is None else (detail["base_size"], detail["base_sha256"]),
         )
+
+
+def _what(mode: str, path: str) -> str:
+    """``append to notes/log.md``, ``edit notes/a.md``: the change in the host's words."""
+    return f"append to {path}" if mode == "append" else f"{mode} {path}"
+
+
+def _sizes(before: int, after: int) -> str:
+    """``120 → 168 bytes (+48)``."""
+    delta = after - before
+    sign = "+" if delta >= 0 else "−"
+    return f"{before:,} → {after:,} bytes ({sign}{abs(delta):,})"
