@@ -108,12 +108,15 @@ def test_a_file_growing_while_read_is_whole_or_too_large(tmp_path: Path) -> None
     'too large'; never more than the limit in memory, never a torn mix."""
     root = ws(tmp_path)
     target = root / "grow.log"
-    target.write_bytes(b"")
     limit = 256 * 1024
     chunk = bytes(range(256)) * 64  # 16 KiB, a known pattern: any prefix is checkable
-    stop = threading.Event()
+    target.write_bytes(chunk)
+    stop, first_read = threading.Event(), threading.Event()
 
     def writer() -> None:
+        # After the first read: on a loaded machine a free-running writer can pass the limit
+        # before the reader's first look, and then no read within the limit is ever seen.
+        first_read.wait(20)
         with open(target, "ab", buffering=0) as out:
             while not stop.is_set() and out.tell() < 4 * limit:
                 out.write(chunk)
@@ -125,6 +128,7 @@ def test_a_file_growing_while_read_is_whole_or_too_large(tmp_path: Path) -> None
     try:
         while not seen_large and time.monotonic() < deadline:
             found = read_at(root, "grow.log", limit)
+            first_read.set()
             assert found.kind == "file"
             if found.too_large:
                 assert found.data is None and found.size is not None and found.size > limit
