@@ -97,3 +97,23 @@ def test_common_ends_are_trimmed_before_matching() -> None:
     found = diff.diff(base, base.replace(b"line 50000\n", b"line fifty thousand\n"))
     assert [(h.old_start, h.old_count, h.new_start, h.new_count) for h in found.hunks] == [(49998, 7, 49998, 7)]
     assert (found.added, found.removed) == (1, 1)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_moved_lines_rebuild_the_result(seed: int) -> None:
+    """Unique lines out of order (a moved block): the anchors keep the longest run in order."""
+    rng = random.Random(seed)
+    for _ in range(200):
+        old = [f"l{i}" for i in range(rng.randint(1, 40))] + ["", "}"] * rng.randint(0, 3)
+        new = list(old)
+        a, b = sorted(rng.sample(range(len(new) + 1), 2))
+        block = new[a:b]
+        del new[a:b]
+        at = rng.randint(0, len(new))
+        new[at:at] = block
+        if rng.random() < 0.5:
+            new.insert(rng.randint(0, len(new)), "added")
+        base, result = "\n".join(old).encode(), "\n".join(new).encode()
+        found = diff.diff(base, result)
+        if base != result:
+            assert rebuild(base, found) == result

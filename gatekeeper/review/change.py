@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup, escape
+
 from gatekeeper import diff
 from gatekeeper.commit.reading import read_at
 from gatekeeper.review import render
@@ -61,6 +63,36 @@ class ChangeView:
     @property
     def size_change(self) -> str:
         return size_change(self.old_size, self.new_size)
+
+    def table_rows(self) -> Markup:
+        """The diff table's rows as HTML. Built here, not in the template: a 1,000-line diff in a
+        large file is thousands of rows, and a Jinja loop over them cost ~80 ms of a page whose
+        whole budget is 100 ms. Every piece of text goes through ``markupsafe.escape``; marks are
+        the same ``<mark>`` that ``_text.html`` draws."""
+        out: list[str] = []
+        for hunk in self.hunks:
+            out.append(
+                '<tr class="hunk"><td class="ln"></td><td class="ln"></td>'
+                f'<td class="code" colspan="2">{escape(hunk.header)}</td></tr>\n'
+            )
+            for r in hunk.rows:
+                code = "".join(escape(seg) if isinstance(seg, str) else _mark_html(seg) for seg in r.segments)
+                if r.no_newline:
+                    code += '<span class="nonl">no newline at end of file</span>'
+                out.append(
+                    f'<tr class="{r.kind}"><td class="ln old">{r.old or ""}</td><td class="ln new">{r.new or ""}</td>'
+                    f'<td class="sign">{_SIGN[r.kind]}</td><td class="code">{code}</td></tr>\n'
+                )
+        return Markup("".join(out))  # every text piece above is escaped
+
+
+_SIGN = {"added": "+", "removed": "−", "context": ""}
+
+
+def _mark_html(mark: render.Mark) -> str:
+    cls = "hidden bidi" if mark.bidi else "hidden"
+    what = escape(f"{mark.code} {mark.name}")
+    return f'<mark class="{cls}" title="{what}">⟨{what}⟩</mark>'
 
 
 @dataclass(frozen=True)
