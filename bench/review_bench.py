@@ -1,5 +1,6 @@
 """Review page benchmarks: the real review server (``python -m gatekeeper review``) over HTTP,
-on a home whose database holds 10,000 pending proposals and one of 1 MiB.
+on a home whose database holds 10,000 pending proposals, one of 1 MiB, and an edit of a 1 MiB file
+(on disk, so the page's staleness check reads it) whose diff is 1,000 lines spread through it.
 
 Everything is built in a temporary folder (never a real home). A missed target prints MISSED;
 only a crash exits 1. ``--profile`` adds a cProfile of both pages, in-process, on every thread.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import dataclasses
 import io
 import os
 import pstats
@@ -74,12 +76,26 @@ def big_text(size: int = BIG_BYTES) -> bytes:
     return ("\n".join(lines) + "\n").encode()[:size].rsplit(b"\n", 1)[0] + b"\n"
 
 
+CHANGED_LINES = 500  # lines edited in place across the 1 MiB file: a diff of 500 removed + 500 added
+
+
+def edited(base: bytes, changed: int = CHANGED_LINES) -> bytes:
+    """``base`` with ``changed`` lines spread evenly through it rewritten: the worst case for
+    trimming common ends (every part of the file moves), a 2 × ``changed``-line diff."""
+    lines = base.split(b"\n")
+    step = max(1, (len(lines) - 1) // changed)
+    for i in range(step // 2, len(lines) - 1, step)[:changed]:
+        lines[i] = lines[i] + b" (edited)"
+    return b"\n".join(lines)
+
+
 @dataclass
 class Fixture:
     home: Path
     big_id: str
     small_id: str
     build_seconds: float
+    edit_id: str = ""
 
 
 def build(work: Path, pending: int) -> Fixture:
@@ -92,7 +108,23 @@ def build(work: Path, pending: int) -> Fixture:
         for i in range(1, pending):
             store.propose(_draft(i, f"# note {i}\n\nwritten by the bench\n".encode()))
         big_id = store.propose(_draft(pending, big_text(), tool="write_note")).id
-    return Fixture(home.path, big_id, small_id, time.perf_counter() - start)
+        edit_id = store.propose(_edit_draft(work, pending + 1)).id
+    return Fixture(home.path, big_id, small_id, time.perf_counter() - start, edit_id)
+
+
+def _edit_draft(work: Path, i: int) -> ProposalDraft:
+    """An edit of a 1 MiB file that is really on disk: the page reads it back (the staleness check)."""
+    base = big_text()
+    workspace = work / "workspace"
+    (workspace / "notes").mkdir(parents=True, exist_ok=True)
+    result = edited(base)
+    d = _draft(i, result, tool="edit_file")
+    (workspace / d.path).write_bytes(base)
+    # What edit_file receives: the path and one {oldText, newText} per changed line, not the whole file.
+    old, new = base.decode().split("\n"), result.decode().split("\n")
+    edits = [{"oldText": a, "newText": b} for a, b in zip(old, new, strict=True) if a != b]
+    arguments = {"path": d.path, "edits": edits}
+    return dataclasses.replace(d, workspace=str(workspace), mode="edit", base=base, arguments=arguments)
 
 
 # -- the server --------------------------------------------------------------------------------------
@@ -211,15 +243,18 @@ def run_in(work: Path, sizes: Sizes) -> list[Figure]:
     with Server(fx.home) as server:
         client = logged_in(server.base)
         try:
-            pending = f"{sizes.pending + 1} pending"
+            pending = f"{sizes.pending + 2} pending"
             queue, queue_size = timed_gets(client, "/", sizes, pending)
             big, big_size = timed_gets(client, f"/proposals/{fx.big_id}", sizes, fx.big_id)
             small, small_size = timed_gets(client, f"/proposals/{fx.small_id}", sizes, fx.small_id)
+            edit, edit_size = timed_gets(client, f"/proposals/{fx.edit_id}", sizes, f"+{CHANGED_LINES}</span>")
         finally:
             client.close()
     figures += page_figures(f"R1. GET / (queue, {sizes.pending // 1000}k pending)", queue, queue_size, QUEUE_MS)
     figures += page_figures("R2. GET /proposals/{id} (1 MiB)", big, big_size, DETAIL_MS)
     figures += page_figures("R2. GET /proposals/{id} (small), context", small, small_size, None)
+    label = f"R3. GET /proposals/{{id}} (edit of 1 MiB, {2 * CHANGED_LINES:,}-line diff)"
+    figures += page_figures(label, edit, edit_size, DETAIL_MS)
     return figures
 
 
@@ -282,7 +317,7 @@ def profile(reps: int = 20) -> None:
                 data = {"username": "alice", "password": PASSWORD, "csrf_token": token.group(1)}
                 done = await client.post("/login", data=data)
                 assert done.status_code == 303, done.text[:300]
-                for url in ("/", f"/proposals/{fx.big_id}"):
+                for url in ("/", f"/proposals/{fx.big_id}", f"/proposals/{fx.edit_id}"):
                     for _ in range(3):
                         await client.get(url)
                     prof = cProfile.Profile()

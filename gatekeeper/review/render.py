@@ -69,6 +69,18 @@ def render(content: bytes, limit: int = DISPLAY_LIMIT) -> Rendering:
     return out
 
 
+def line_marks(line: str, counts: Counter[str]) -> list[Segment]:
+    """One line of a file (no newline in it) as text and marks, counted into ``counts``."""
+    return _marked(line, _CANDIDATE, counts)
+
+
+def hex_view(content: bytes, limit: int) -> Rendering:
+    """The first ``limit`` bytes as a hex dump, whatever they are (a binary change shows both sides)."""
+    if not content:
+        return Rendering(kind="empty")
+    return _hex(content, content[:limit], len(content) > limit)
+
+
 def marks(text: str) -> list[Segment]:
     """A one-line value (a path, a name) as text and marks; every control, tab and newline is marked."""
     return _marked(text, _CANDIDATE_INLINE, Counter())

@@ -16,7 +16,7 @@ from fastapi.templating import Jinja2Templates
 
 from gatekeeper.home import Home
 from gatekeeper.resources import templates_dir
-from gatekeeper.review import auth, render
+from gatekeeper.review import auth, change, render
 from gatekeeper.review.integrity import ChainWatch
 from gatekeeper.store.bounded import cut
 from gatekeeper.store.events import REQUEST_REFUSED
@@ -44,6 +44,7 @@ class ReviewState:
         store = Store(home.db_path)
         templates = Jinja2Templates(directory=str(templates_dir()))
         templates.env.filters["marked"] = render.marks  # paths on the page: hidden characters marked
+        templates.env.filters["size_change"] = change.queue_size  # the queue's size column
         return cls(
             home=home,
             store=store,

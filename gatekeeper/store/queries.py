@@ -43,7 +43,7 @@ STATUS_WHERE = {
 
 _LIST_COLUMNS = (
     "p.id, " + STATUS_SQL + " AS status, p.server, p.tool, p.path, p.size, p.sha256, p.created_at, "
-    "p.expires_at, d.reviewer, d.reason, c.final_path, p.mode"
+    "p.expires_at, d.reviewer, d.reason, c.final_path, p.mode, p.base_size"
 )
 _FROM = "FROM proposal p LEFT JOIN decision d ON d.proposal_id = p.id LEFT JOIN commit_record c ON c.proposal_id = p.id"
 
@@ -63,6 +63,7 @@ class ProposalRow:
     reason: str | None
     final_path: str | None
     mode: str = "create"
+    base_size: int | None = None  # a change's file size before it (None for a create)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

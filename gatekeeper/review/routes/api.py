@@ -28,7 +28,9 @@ def api_list(
 def api_detail(state: State, _session: ReviewerSession, proposal_id: str) -> JSONResponse:
     found = detail(state, proposal_id)
     raw: bytes = found.pop("content")
-    found["content_base64"] = base64.b64encode(raw).decode("ascii")
+    found["content_base64"] = base64.b64encode(raw).decode("ascii")  # the result, for a change
+    base: bytes | None = found.pop("base", None)
+    found["base_base64"] = None if base is None else base64.b64encode(base).decode("ascii")
     found["arguments"] = json.loads(found["arguments"])
     for event in found["events"]:
         event["payload"] = json.loads(event["payload"])

@@ -24,8 +24,10 @@ def approve(
     proposal_id: str,
     sha256: Annotated[str, Form()] = "",
     path: Annotated[str, Form()] = "",
+    mode: Annotated[str, Form()] = "",
+    base_sha256: Annotated[str, Form()] = "",
 ) -> Response:
-    return decide(state, proposal_id, session, verdict="approved", sha256=sha256, path=path)
+    return decide(state, proposal_id, session, verdict="approved", sha256=sha256, path=path, **bound(mode, base_sha256))
 
 
 @router.post("/proposals/{proposal_id}/reject")
@@ -34,11 +36,29 @@ def reject(
     session: Annotated[Session, Depends(unsafe("reject {proposal_id}"))],
     proposal_id: str,
     reason: Annotated[str, Form()] = "",
+    sha256: Annotated[str, Form()] = "",
+    path: Annotated[str, Form()] = "",
+    mode: Annotated[str, Form()] = "",
+    base_sha256: Annotated[str, Form()] = "",
 ) -> Response:
-    shown = detail(state, proposal_id)  # a rejection names what was shown, like an approval does
+    if not sha256:  # a form without them (an older page): the rejection names what is stored
+        shown = detail(state, proposal_id)
+        sha256, path, mode, base_sha256 = shown["sha256"], shown["path"], shown["mode"], shown["base_sha256"] or ""
     return decide(
-        state, proposal_id, session, verdict="rejected", reason=reason, sha256=shown["sha256"], path=shown["path"]
+        state,
+        proposal_id,
+        session,
+        verdict="rejected",
+        reason=reason,
+        sha256=sha256,
+        path=path,
+        **bound(mode, base_sha256),
     )
+
+
+def bound(mode: str, base_sha256: str) -> dict[str, str | None]:
+    """The posted mode and base as ``Store.decide`` takes them: an empty field is "not posted"."""
+    return {"mode": mode or None, "base_sha256": base_sha256 or None}
 
 
 def decide(state: ReviewState, proposal_id: str, session: Session, **kwargs: Any) -> Response:

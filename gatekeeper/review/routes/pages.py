@@ -8,12 +8,14 @@ import os
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from gatekeeper.review import queue, render
+from gatekeeper.review import change, queue, render
 from gatekeeper.review.access import ReviewerSession, State
 from gatekeeper.review.proposals import detail, status_filter
 from gatekeeper.store.queries import STATUSES
 
 router = APIRouter()
+
+MODE_WORDS = {"create": "Create", "replace": "Replace", "append": "Append to", "edit": "Edit", "delete": "Delete"}
 
 
 @router.get("/")
@@ -46,17 +48,32 @@ def proposal_view(request: Request, state: State, session: ReviewerSession, prop
     found = detail(state, proposal_id)
     absolute = os.path.join(found["workspace"], found["path"])
     arguments = json.dumps(json.loads(found["arguments"]), indent=2, ensure_ascii=False).encode("utf-8")
+    is_change = found["mode"] != "create"
+    # The disk is read only while the proposal can still be decided: that is when it matters.
+    disk = change.on_disk(found) if found["status"] == "pending" else change.OnDisk("unchecked")
     return state.page(
         request,
         "proposal.html",
         session=session,
         p=found,
         absolute=absolute,
-        exists_now=os.path.lexists(absolute),
-        content=render.render(found["content"]),
+        exists_now=False if is_change else os.path.lexists(absolute),
+        # A change shows its diff; the whole result is one click away (/file), not rendered here.
+        content=None if is_change else render.render(found["content"]),
+        change=change.view(found) if is_change else None,
+        disk=disk,
+        mode_words=MODE_WORDS,
+        hex_bytes=change.HEX_BYTES,
         arguments=render.render(arguments),
         events=[{**e, "payload": json.loads(e["payload"])} for e in found["events"]],
     )
+
+
+@router.get("/proposals/{proposal_id}/file")
+def proposal_file(request: Request, state: State, session: ReviewerSession, proposal_id: str) -> HTMLResponse:
+    """The whole file as it would be after the change, marked like a create's content."""
+    found = detail(state, proposal_id)
+    return state.page(request, "file.html", session=session, p=found, content=render.render(found["content"]))
 
 
 @router.get("/proposals/{proposal_id}/raw")
