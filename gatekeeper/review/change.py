@@ -122,10 +122,11 @@ def view(p: dict[str, Any]) -> ChangeView:
     result: bytes = p["content"]
     mode: str = p["mode"]
     if mode == "delete":
-        out = ChangeView(mode, "delete", len(base), 0, deleted=render.render(base))
+        deleted = render.render(base)
+        out = ChangeView(mode, "delete", len(base), 0, deleted=deleted)
         out.removed = len(diff.lines_of(t)) if (t := diff.as_text(base)) is not None else 0
-        if out.deleted.kind == "text":
-            out.hidden_removed = out.deleted.hidden
+        if deleted.kind == "text":
+            out.hidden_removed = deleted.hidden
         return out
     found = diff.diff(base, result)
     out = ChangeView(mode, found.kind, found.old_size, found.new_size, found.added, found.removed)
