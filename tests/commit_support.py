@@ -60,7 +60,19 @@ servers:
           globs: {globs}
           file_mode: "{mode}"
           max_bytes: 1048576
+      replace_note:
+        propose: {{mode: replace, path: {{arg: path}}, content: {{arg: body}}, globs: {globs}, max_bytes: 1048576}}
+      append_note:
+        propose: {{mode: append, path: {{arg: path}}, content: {{arg: body}}, globs: {globs}, max_bytes: 1048576}}
+      edit_note:
+        propose: {{mode: edit, path: {{arg: path}}, globs: {globs}, max_bytes: 1048576}}
+      delete_note:
+        propose: {{mode: delete, path: {{arg: path}}, globs: {globs}, max_bytes: 1048576}}
+      replace_private:
+        propose: {{mode: replace, path: {{arg: path}}, content: {{arg: body}}, globs: {globs}, file_mode: "0600"}}
 """
+TOOLS = {"create": "create_note", "replace": "replace_note", "append": "append_note", "edit": "edit_note"}
+TOOLS["delete"] = "delete_note"
 GLOBS = ["notes/**", "deep/**", "same/**", "evil/**", "small/**", "ro/**", "imm/**", "bulk/**"]
 
 
@@ -91,16 +103,29 @@ class World:
         self.policy.write_text(text)
 
     def propose(
-        self, path: str, content: bytes, *, verdict: str | None = "approved", store: Store | None = None
+        self,
+        path: str,
+        content: bytes,
+        *,
+        verdict: str | None = "approved",
+        store: Store | None = None,
+        mode: str = "create",
+        base: bytes | None = None,
+        tool: str | None = None,
     ) -> str:
-        """A proposal through the store's domain API, decided (or not) by reviewer alice."""
+        """A proposal through the store's domain API, decided (or not) by reviewer alice.
+
+        A change (``mode`` replace/append/edit/delete) needs its ``base``, the bytes read at the
+        destination; ``content`` is then the whole resulting file (empty for delete)."""
         own = store is None
         s = store or self.store()
         try:
             d = dataclasses.replace(
-                draft(path, content, arguments={"path": path, "n": os.urandom(4).hex()}),
+                draft(path, content, arguments={"path": path, "n": os.urandom(4).hex()}, tool=tool or TOOLS[mode]),
                 workspace=str(self.workspace),
                 workspace_real=os.path.realpath(self.workspace),  # as the proxy records it
+                mode=mode,
+                base=base,
             )
             pid = s.propose(d).id
             if verdict is not None:
@@ -114,9 +139,14 @@ class World:
         own = store is None
         s = store or self.store()
         try:
-            ((sha, path),) = self.db_rows("SELECT sha256, path FROM proposal WHERE id = ?", pid)
+            ((sha, path, mode, base_sha),) = self.db_rows(
+                "SELECT sha256, path, mode, base_sha256 FROM proposal WHERE id = ?", pid
+            )
             reason = "no, thanks" if verdict == "rejected" else None
-            s.decide(pid, verdict=verdict, reviewer="alice", sha256=sha, path=path, key=self.key, reason=reason)
+            s.decide(
+                pid, verdict=verdict, reviewer="alice", sha256=sha, path=path, key=self.key, reason=reason,
+                mode=mode, base_sha256=base_sha,
+            )  # fmt: skip
         finally:
             if own:
                 s.close()
