@@ -8,7 +8,7 @@ change is applied; anything else is exchanged back, so another writer's bytes ar
 A reader of the destination sees the whole old file or the whole new one, never a mix or nothing.
 
 A delete renames the destination to the temporary name (``RENAME_NOREPLACE``), hashes it, and
-unlinks it only if it holds the base; otherwise renames it back.
+removes it (once the outcome is recorded) only if it holds the base; otherwise renames it back.
 
 Exactly once: the temporary name is the evidence a crash leaves behind. An attempt that finds it
 decides from the disk (``_recover_change``, ``_recover_delete``): base bytes at the temporary name
@@ -169,8 +169,23 @@ def apply_change(dirfd: int, c: Change, sw: Switches) -> Done:
 
 def _write_tmp(dirfd: int, tmp: str, c: Change, now: Look, sw: Switches) -> bool:
     """The result in a new inode, mode and owner as the file it replaces, durable, named ``tmp``.
-    False: ``tmp`` is taken (another attempt at the same proposal is running)."""
-    fd = os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600, dir_fd=dirfd)
+    False: ``tmp`` is taken (another attempt at the same proposal is running).
+
+    Without ``O_TMPFILE``: written under ``tmp`` itself; a kill leaves a partial file there, which
+    is never swapped in (a later attempt finds neither base nor result in it and starts over)."""
+    named = sw.no_tmpfile
+    if not named:
+        try:
+            fd = os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600, dir_fd=dirfd)
+        except OSError as exc:
+            if exc.errno not in fsops.NO_TMPFILE:
+                raise
+            named = True
+    if named:
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dirfd)
+        except FileExistsError:
+            return False
     try:
         sw.point("after_file_open")
         os.fchmod(fd, now.mode if c.file_mode is None else c.file_mode)
@@ -181,6 +196,8 @@ def _write_tmp(dirfd: int, tmp: str, c: Change, now: Look, sw: Switches) -> bool
         sw.point("after_file_write")
         fsops.fsync(fd, f"the new version of {c.path!r}", "file", sw)
         sw.point("after_file_fsync")
+        if named:
+            return True
         try:
             syscalls.link_fd(fd, dirfd, tmp)
         except FileExistsError:
@@ -234,8 +251,6 @@ def delete_file(dirfd: int, c: Change, sw: Switches) -> Done:
     if aside.kind != "missing":
         return _recover_delete(dirfd, c, tmp, aside, sw)
     now = look(dirfd, c.name, c.sizes)
-    if now.kind == "missing" and c.has_intent:
-        return Done("deleted", "reconciled: the file was already gone (an interrupted earlier attempt)", sync=True)
     if now.kind != "file" or now.sha256 != c.base_sha256:
         return Done("conflict", _changed(c, now), now.sha256)
     try:
@@ -250,12 +265,12 @@ def delete_file(dirfd: int, c: Change, sw: Switches) -> Done:
 
 def _delete_aside(dirfd: int, c: Change, tmp: str, aside: Look, sw: Switches, *, recovered: bool = False) -> Done:
     if aside.kind == "file" and aside.sha256 == c.base_sha256:
-        os.unlink(tmp, dir_fd=dirfd)
-        sw.point("after_unlink")
+        # Removed only once the outcome is recorded: until then the name is the evidence that this
+        # attempt took the file away (an absent file alone proves nothing: it may never have been there).
         detail = "recovered: an interrupted attempt had already moved the file aside" if recovered else ""
         if recovered and look(dirfd, c.name, set()).kind != "missing":
             detail += f"; something new has appeared at {c.path!r} since, and was left as it is"
-        return Done("deleted", detail, c.base_sha256, sync=True)
+        return Done("deleted", detail, c.base_sha256, sync=True, leftover=tmp)
     detail = _changed(c, aside, "during the delete")
     try:
         syscalls.renameat2_noreplace(dirfd, tmp, dirfd, c.name)

@@ -49,7 +49,6 @@ CRASH_POINTS = (
     "after_exchange",  # a change: result and destination exchanged, what went out not yet checked
     "after_exchange_back",  # a change: what went out was not the base and is back, temporary name not removed
     "after_move_aside",  # a delete: the file renamed to its temporary name, not yet checked
-    "after_unlink",  # a delete: the file removed, its folder not yet fsynced
     "after_reconcile_hash",  # an existing file at the name has been hashed
     "after_dir_fsync",  # the folder holding new names is durable (per folder)
     "before_outcome",  # every file step of the batch is done
