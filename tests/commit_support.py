@@ -438,6 +438,9 @@ def build_scenario(root: Path, rng: Any, *, fresh: int = 8, late: int = 6) -> Sc
         return (f"{i}:".encode() + rng.randbytes(size))[: max(size, 1)]
 
     with w.store() as s:
+        changes_first = rng.random() < 0.5  # the committer works oldest first: put either kind first
+        if changes_first:
+            add_changes(sc, s, rng)
         plan: list[tuple[str, bytes, frozenset[str]]] = []
         for i in range(fresh):
             plan.append((f"notes/n{i}.md", body(i), CREATED))
@@ -458,6 +461,8 @@ def build_scenario(root: Path, rng: Any, *, fresh: int = 8, late: int = 6) -> Sc
         ]
         for path, content, outcomes in plan:
             sc.approved[w.propose(path, content, store=s)] = Expect(path, content, outcomes)
+        if not changes_first:
+            add_changes(sc, s, rng)
         for path, verdict in (("notes/pending.md", None), ("notes/rejected.md", "rejected")):
             sc.unapproved[w.propose(path, b"not approved\n", verdict=verdict, store=s)] = path
         for i in range(late):
@@ -466,7 +471,6 @@ def build_scenario(root: Path, rng: Any, *, fresh: int = 8, late: int = 6) -> Sc
             sc.unapproved[pid] = path
             sc.late.append(pid)
             sc.late_content[pid] = (path, content)
-        add_changes(sc, s, rng)
     forged = w.forge_approval("notes/forged.md", b"forged\n")
     sc.approved[forged] = Expect("notes/forged.md", b"forged\n", REFUSED)
     sc.freeze()

@@ -159,7 +159,7 @@ def test_crash_campaign_with_real_cli_processes(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bug", ["separate_event", "in_place"])
+@pytest.mark.parametrize("bug", ["separate_event", "in_place", "change_in_place"])
 def test_the_campaign_catches_each_planted_bug(tmp_path: Path, bug: str) -> None:
     """Run the campaign against a deliberately broken committer: it must report a violation.
 

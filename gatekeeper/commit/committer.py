@@ -356,7 +356,7 @@ class Committer:
             plan.file_mode, c.has_intent,
         )  # fmt: skip
         try:
-            act = swap.delete_file if c.mode == "delete" else swap.apply_change
+            act = swap.delete_file if c.mode == "delete" else self.sw.step("apply_change", swap.apply_change)
             done = act(dirfd, change, self.sw)
             if done.busy:
                 return result("busy", f"another attempt at {c.id} is under way ({swap.tmp_name(c.id)} exists); later")

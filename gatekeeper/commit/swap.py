@@ -187,15 +187,15 @@ def _write_tmp(dirfd: int, tmp: str, c: Change, now: Look, sw: Switches) -> bool
         except FileExistsError:
             return False
     try:
-        sw.point("after_file_open")
+        sw.point("after_tmp_open")
         os.fchmod(fd, now.mode if c.file_mode is None else c.file_mode)
         if (now.uid, now.gid) != (os.geteuid(), os.getegid()):
             with contextlib.suppress(PermissionError):  # only root (or CAP_CHOWN) may give a file away
                 os.fchown(fd, now.uid, now.gid)
         fsops.write_all(fd, c.data)
-        sw.point("after_file_write")
+        sw.point("after_tmp_write")
         fsops.fsync(fd, f"the new version of {c.path!r}", "file", sw)
-        sw.point("after_file_fsync")
+        sw.point("after_tmp_fsync")
         if named:
             return True
         try:
