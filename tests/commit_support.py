@@ -69,6 +69,8 @@ servers:
         propose: {{mode: edit, path: {{arg: path}}, globs: {globs}, max_bytes: 1048576}}
       delete_note:
         propose: {{mode: delete, path: {{arg: path}}, globs: {globs}, max_bytes: 1048576}}
+      replace_or_create:
+        propose: {{mode: replace, create_if_missing: true, path: {{arg: path}}, content: {{arg: body}}, globs: {globs}}}
       replace_private:
         propose: {{mode: replace, path: {{arg: path}}, content: {{arg: body}}, globs: {globs}, file_mode: "0600"}}
 """

@@ -335,3 +335,81 @@ def test_outcome_lines_of_the_cli_and_of_up(world: World) -> None:
     }
     assert lines[applied] == f"committed {applied}  {world.workspace / 'notes/a.md'} (changed)"
     assert lines[deleted] == f"committed {deleted}  {world.workspace / 'notes/b.md'} (deleted)"
+
+
+def test_create_if_missing_lets_a_replace_rule_create(world: World) -> None:
+    """A replace rule with create_if_missing: a missing destination was proposed as a create, which
+    the committer accepts under that rule; under a plain replace rule the same create is refused."""
+    ok = world.propose("notes/new.md", b"made\n", tool="replace_or_create")
+    no = world.propose("notes/other.md", b"made\n", tool="replace_note")
+    commit(world)
+    assert outcome(world, ok)[0] == "created" and (world.workspace / "notes/new.md").read_bytes() == b"made\n"
+    kind, detail = outcome(world, no)
+    assert kind == "refused" and "create files" in detail
+    assert not (world.workspace / "notes/other.md").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another owner needs root (CAP_CHOWN)")
+def test_a_change_keeps_the_files_owner(world: World) -> None:
+    p = existing(world, "notes/a.md")
+    os.chown(p, 1234, 2345)
+    pid = world.propose("notes/a.md", b"new\n", mode="replace", base=BASE)
+    commit(world)
+    assert outcome(world, pid)[0] == "applied"
+    st = p.stat()
+    assert (st.st_uid, st.st_gid) == (1234, 2345)
+
+
+def test_a_symlinked_folder_on_the_way_is_a_conflict(world: World) -> None:
+    (world.workspace / "evil").symlink_to(world.outside)
+    world.write_policy(globs=["notes/**", "evil/**"])
+    pid = world.propose("evil/target.md", b"changed?\n", mode="replace", base=b"outside\n")
+    commit(world)
+    kind, detail = outcome(world, pid)
+    assert kind == "conflict" and "symbolic link" in detail
+
+
+def test_readers_only_ever_see_a_whole_version(world: World) -> None:
+    """Five approved replaces in a row over a 1 MiB file while a reader reads it without pause:
+    every read is exactly one of the versions, never a mix, never missing."""
+    import threading
+
+    versions = [bytes([65 + k]) * (1 << 20) for k in range(6)]
+    p = existing(world, "notes/big.md", versions[0])
+    for k in range(5):
+        world.propose("notes/big.md", versions[k + 1], mode="replace", base=versions[k])
+    seen: set[bytes] = set()
+    bad: list[str] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                data = p.read_bytes()
+            except FileNotFoundError:
+                bad.append("missing")
+                continue
+            if data in versions:
+                seen.add(data[:1])
+            else:
+                bad.append(f"{len(data)} bytes, a mix")
+
+    t = threading.Thread(target=read)
+    t.start()
+    try:
+        commit(world)
+    finally:
+        stop.set()
+        t.join()
+    assert not bad, bad[:3]
+    assert p.read_bytes() == versions[5] and len(seen) >= 2
+
+
+def test_a_base_over_the_rules_max_bytes_is_refused(world: World) -> None:
+    big = b"x" * (1048576 + 1)
+    p = existing(world, "notes/big.md", big)
+    pid = world.propose("notes/big.md", b"small now\n", mode="replace", base=big)
+    commit(world)
+    kind, detail = outcome(world, pid)
+    assert kind == "refused" and "over the rule's max_bytes" in detail and "1,048,577" in detail
+    assert p.read_bytes() == big
