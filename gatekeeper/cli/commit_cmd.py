@@ -1,4 +1,5 @@
-"""``gatekeeper commit``: the only code that writes into a workspace (create only, never overwrite)."""
+"""``gatekeeper commit``: the only code that writes into a workspace (new files exclusively; changes
+to existing files only over their approved base)."""
 
 from __future__ import annotations
 
