@@ -413,3 +413,23 @@ def test_a_base_over_the_rules_max_bytes_is_refused(world: World) -> None:
     kind, detail = outcome(world, pid)
     assert kind == "refused" and "over the rule's max_bytes" in detail and "1,048,577" in detail
     assert p.read_bytes() == big
+
+
+@pytest.mark.parametrize(("mode", "said"), [("replace", "the change was swapped in at"), ("delete", "was deleted")])
+def test_a_failed_folder_fsync_after_a_change_is_failed_and_says_what_was_done(
+    world: World, mode: str, said: str
+) -> None:
+    existing(world, "notes/a.md")
+    pid = world.propose("notes/a.md", b"" if mode == "delete" else b"new\n", mode=mode, base=BASE)
+    commit(world, code=1, GATEKEEPER_INJECT="fsync_eio:dir")
+    kind, detail = outcome(world, pid)
+    assert kind == "failed" and said in detail and "may not survive a power loss" in detail, detail
+
+
+def test_a_failed_file_fsync_writes_nothing(world: World) -> None:
+    p = existing(world, "notes/a.md")
+    pid = world.propose("notes/a.md", b"new\n", mode="replace", base=BASE)
+    commit(world, code=1, GATEKEEPER_INJECT="fsync_eio:file")
+    kind, detail = outcome(world, pid)
+    assert kind == "failed" and "was not changed" in detail
+    assert p.read_bytes() == BASE

@@ -51,10 +51,9 @@ def commit(ctx: Ctx, once: bool, watch: bool, policy_file: str | None, batch: in
     stored bytes, the current policy's rule and workspace); a failed check is recorded as
     refused and nothing is written. A new file is created only where nothing exists yet; a change
     (replace, append, edit) is swapped in, and a delete done, only while the file still holds the
-    approved base bytes (else: conflict, nothing written). Always beneath the workspace without
-    following symbolic links; a file never appears partly written. Every outcome (created,
-    applied, deleted, conflict, refused, failed) is recorded with an audit event, and the agent
-    sees it through gatekeeper_proposal_status.
+    approved base bytes (else: conflict, nothing written). Never through a symbolic link, never a
+    partly written file. Every outcome (created, applied, deleted, conflict, refused, failed) is
+    recorded with an audit event; the agent sees it through gatekeeper_proposal_status.
 
     One committer runs at a time (a lock in the home). Exit status: 0 when every waiting
     approval got its outcome (conflicts and refusals included), 1 when a commit failed or some

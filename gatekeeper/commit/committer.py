@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.commit import fsops, swap
+from gatekeeper.commit import details, fsops, swap
 from gatekeeper.commit.checks import Candidate, Plan, Refusal, check_approval, check_policy, check_root
 from gatekeeper.commit.testing import OFF, Switches
 from gatekeeper.home import Home
@@ -248,9 +248,10 @@ class Committer:
             report.stopped = next((r.detail for r in results if r.stop), None)
             for r in results:
                 if r.dir_key in failures:
+                    done = details.what_was_done(r.outcome, r.path, r.final_path)
                     r.outcome, r.stop = "failed", True
                     r.detail = (
-                        f"{_what_was_done(r)}, but {failures[r.dir_key]}; it may not survive a power loss: "
+                        f"{done}, but {failures[r.dir_key]}; it may not survive a power loss: "
                         "check the disk and the file, and propose again if it is not as approved"
                     )
                     report.stopped = r.detail
@@ -275,14 +276,7 @@ class Committer:
                     os.unlink(r.leftover, dir_fd=fd)
             if r.change and r.dir_key not in self._swept:
                 self._swept.add(r.dir_key)  # type: ignore[arg-type]
-                for name, pid in swap.stale_names(fd):
-                    state = self.reader.proposal_state(pid)
-                    if state is None or state["outcome"] is None:
-                        continue  # an attempt that is not finished: its recovery needs the name
-                    ours = {state["sha256"], state["base_sha256"]}  # anything else is someone else's: left
-                    if swap.look(fd, name, {state["size"], state["base_size"] or 0}).sha256 in ours:
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(name, dir_fd=fd)
+                swap.sweep(fd, self.reader.proposal_state)
 
     def _file_step(self, c: Candidate, data: bytes, plan: Plan, root_fd: int, dirs: fsops.DirSync) -> Result:
         if c.mode != "create":
@@ -325,7 +319,7 @@ class Committer:
                 detail = "reconciled: a file with exactly the approved bytes was already there (an interrupted "
                 detail += "earlier attempt, or someone else); nothing was overwritten"
                 return result("created", detail, observed_sha256=c.sha256, dir_key=key)
-            return result("conflict", _in_the_way(c.path, existing), observed_sha256=existing.sha256)
+            return result("conflict", details.in_the_way(c.path, existing), observed_sha256=existing.sha256)
         except fsops.FsyncFailed as exc:
             return result("failed", f"{exc}; nothing was linked under {c.path!r} by this attempt", stop=True)
         except OSError as exc:
@@ -395,28 +389,3 @@ class Committer:
 def record_outcomes(store: Store, records: list[dict[str, Any]], actor: str, sw: Switches) -> dict[str, bool]:
     """Outcome rows and their audit events, all in one transaction (the ``record_outcomes`` step)."""
     return store.record_commit_outcomes(records, actor, after_row=lambda _pid: sw.point("outcome_row_written"))
-
-
-def _what_was_done(r: Result) -> str:
-    if r.outcome == "deleted":
-        return f"{r.path!r} was deleted"
-    if r.outcome == "applied":
-        return f"the change was swapped in at {r.final_path}"
-    return f"the file was created at {r.final_path}"
-
-
-def _in_the_way(path: str, existing: fsops.Existing) -> str:
-    never = "Gatekeeper never overwrites"
-    if existing.kind == "file":
-        which = f"sha256 {existing.sha256[:16]}…" if existing.sha256 else f"{existing.size:,} bytes"
-        return (
-            f"a different file is already at {path!r} ({which}); {never}: "
-            "move it away and propose again, or propose another name"
-        )
-    if existing.kind == "symlink":
-        return f"a symbolic link is already at {path!r}; {never} and never follows links: remove it and propose again"
-    if existing.kind == "folder":
-        return f"a folder is already at {path!r}; propose another name"
-    if existing.kind == "gone":
-        return f"something was at {path!r} and vanished while it was being inspected; propose again"
-    return f"something that is not a regular file (a FIFO, socket or device) is at {path!r}; {never}"

@@ -24,7 +24,9 @@ import hashlib
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from gatekeeper.commit import fsops, syscalls
 from gatekeeper.commit.testing import Switches
@@ -287,6 +289,19 @@ def _recover_delete(dirfd: int, c: Change, tmp: str, aside: Look, sw: Switches) 
         return Done("conflict", f"something that is not a regular file is at Gatekeeper's temporary name {tmp!r} "
                     f"beside {c.path!r}; remove it and propose again; {NOTHING}")  # fmt: skip
     return _delete_aside(dirfd, c, tmp, aside, sw, recovered=True)
+
+
+def sweep(dirfd: int, state_of: Callable[[str], dict[str, Any] | None]) -> None:
+    """Remove temporary names left by attempts killed after their outcome was recorded. Only a name
+    holding that proposal's own base or result is removed; one of an unfinished proposal (its
+    recovery needs it) or holding anything else (another writer's bytes, put aside) stays."""
+    for name, pid in stale_names(dirfd):
+        state = state_of(pid)
+        if state is None or state["outcome"] is None:
+            continue
+        ours = {state["sha256"], state["base_sha256"]}
+        if look(dirfd, name, {state["size"], state["base_size"] or 0}).sha256 in ours:
+            _unlink(dirfd, name)
 
 
 def stale_names(dirfd: int) -> list[tuple[str, str]]:
