@@ -248,10 +248,10 @@ class Committer:
             report.stopped = next((r.detail for r in results if r.stop), None)
             for r in results:
                 if r.dir_key in failures:
-                    done = details.what_was_done(r.outcome, r.path, r.final_path)
+                    was = details.what_was_done(r.outcome, r.path, r.final_path)
                     r.outcome, r.stop = "failed", True
                     r.detail = (
-                        f"{done}, but {failures[r.dir_key]}; it may not survive a power loss: "
+                        f"{was}, but {failures[r.dir_key]}; it may not survive a power loss: "
                         "check the disk and the file, and propose again if it is not as approved"
                     )
                     report.stopped = r.detail
