@@ -1,11 +1,13 @@
 """Committer benchmarks: 4 KiB files committed per second with full fsync, and approval-to-file
-latency of ``gatekeeper commit --watch``. Called by bench/run.py (figures 5 and 6); also runs alone:
+latency of ``gatekeeper commit --watch``; and 4 KiB replaces of existing files per second (5r).
+Called by bench/run.py (figures 5 and 6); also runs alone:
 
     .venv/bin/python bench/commit_bench.py [--quick] [--workdir DIR]
 
 5. files/s: N approved 4 KiB proposals, one in-process committer pass (batches of 64: one intent
    transaction and one outcome transaction per batch, an fsync per file, one per folder), median of
    3 runs on fresh homes; with batch size 1 once, for context. Every run checks its own result.
+5r. replaces/s: the same over N existing 4 KiB files, each replaced by compare-and-swap.
 6. watch latency: a real ``commit --watch`` subprocess; each of ≥ 50 approvals is made through
    ``Store.decide`` and timed until its file exists (polled every 0.5 ms), at random moments
    relative to the watcher's 50 ms tick.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import os
 import random
 import shutil
@@ -50,6 +53,8 @@ servers:
           path: {{arg: path}}
           content: {{arg: body}}
           globs: ["bench/**"]
+      replace_note:
+        propose: {{mode: replace, path: {{arg: path}}, content: {{arg: body}}, globs: ["bench/**"]}}
 """
 
 
@@ -75,14 +80,16 @@ def make_bed(root: Path) -> Bed:
     return Bed(home, workspace, policy)
 
 
-def propose(bed: Bed, store: Store, i: int, *, approve: bool = True) -> tuple[str, str, str]:
-    """A 4 KiB proposal; returns (id, sha256, path)."""
+def propose(bed: Bed, store: Store, i: int, *, approve: bool = True, base: bytes | None = None) -> tuple[str, str, str]:
+    """A 4 KiB proposal, a create or (with ``base``) a replace of the file there; returns (id, sha256, path)."""
     path = f"bench/d{i % 8}/f{i}.md"
     content = (f"{i}:".encode() + os.urandom(FILE_BYTES))[:FILE_BYTES]
     p = store.propose(
         ProposalDraft(
             server="notes",
-            tool="create_note",
+            tool="create_note" if base is None else "replace_note",
+            mode="create" if base is None else "replace",
+            base=base,
             arguments={"path": path, "n": i},
             workspace=str(bed.workspace),
             path=path,
@@ -93,12 +100,41 @@ def propose(bed: Bed, store: Store, i: int, *, approve: bool = True) -> tuple[st
         )
     )
     if approve:
-        approve_one(bed, store, p.id, p.sha256, path)
+        approve_one(bed, store, p.id, p.sha256, path, base)
     return p.id, p.sha256, path
 
 
-def approve_one(bed: Bed, store: Store, pid: str, sha: str, path: str) -> None:
-    store.decide(pid, verdict="approved", reviewer="alice", sha256=sha, path=path, key=bed.home.read_key())
+def approve_one(bed: Bed, store: Store, pid: str, sha: str, path: str, base: bytes | None = None) -> None:
+    change = {} if base is None else {"mode": "replace", "base_sha256": hashlib.sha256(base).hexdigest()}
+    store.decide(pid, verdict="approved", reviewer="alice", sha256=sha, path=path, key=bed.home.read_key(), **change)
+
+
+def replace_rate(root: Path, n: int, batch: int) -> float:
+    """Replaces/s of one committer pass over ``n`` approved replaces of 4 KiB files (compare-and-swap:
+    O_TMPFILE, fsync, link, RENAME_EXCHANGE, hash what came out, one folder fsync per folder)."""
+    bed = make_bed(root)
+    bases = {}
+    for i in range(n):
+        target = bed.workspace / f"bench/d{i % 8}/f{i}.md"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        bases[i] = os.urandom(FILE_BYTES)
+        target.write_bytes(bases[i])
+    os.sync()  # the existing files' own writeback is not the committer's cost
+    with Store(bed.home.db_path) as store, Reader(bed.home.db_path) as reader:
+        made = {propose(bed, store, i, base=bases[i])[2]: i for i in range(n)}
+        committer = Committer(bed.home, store, reader, PolicySource(str(bed.policy), bed.home.path), batch=batch)
+        start = time.perf_counter()
+        report = committer.run_pass()
+        elapsed = time.perf_counter() - start
+        contents = reader.proposal_contents([r.proposal_id for r in report.results])
+    applied = [r for r in report.results if r.outcome == "applied"]
+    wrong = [r.path for r in applied if (bed.workspace / r.path).read_bytes() != contents[r.proposal_id]]
+    if len(applied) != n or wrong or len(made) != n:
+        raise RuntimeError(f"the committer applied {len(applied)} of {n} replaces ({wrong[:3]}): {report.results[:1]}")
+    left = [p.name for p in bed.workspace.rglob(".gatekeeper-*")]
+    if left:
+        raise RuntimeError(f"temporary names left behind: {left[:3]}")
+    return n / elapsed
 
 
 def commit_rate(root: Path, n: int, batch: int) -> float:
@@ -165,6 +201,8 @@ def figures(work: Path, *, quick: bool, log: Callable[[str], None] = print) -> l
     log(f"[5] committer: {runs} passes of {n} approved 4 KiB files (batch 64), then one with batch 1")
     rates = [commit_rate(root / f"r{k}", n, 64) for k in range(runs)]
     unbatched = commit_rate(root / "b1", n, 1)
+    log(f"[5r] committer: {runs} passes of {n} approved replaces of 4 KiB files (batch 64)")
+    replaces = [replace_rate(root / f"x{k}", n, 64) for k in range(runs)]
     log(f"[6] commit --watch: approval-to-file latency over {approvals} approvals")
     lat = sorted(x * 1000 for x in watch_latencies(root / "watch", approvals, log))
     p50, p99 = statistics.median(lat), lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))]
@@ -182,6 +220,12 @@ def figures(work: Path, *, quick: bool, log: Callable[[str], None] = print) -> l
             "value": unbatched,
             "unit": "/s",
             "note": "batch 1: two durable transactions per file on top of its two fsyncs",
+        },
+        {
+            "name": "5r. replaces committed/s, 4 KiB, full fsync",
+            "value": statistics.median(replaces),
+            "unit": "/s",
+            "note": "runs: " + ", ".join(f"{r:,.0f}" for r in replaces) + f" ({n} existing files, compare-and-swap)",
         },
         {
             "name": "6. commit --watch approval-to-file p50",

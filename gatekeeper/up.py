@@ -22,6 +22,7 @@ from gatekeeper.home import Home
 from gatekeeper.store import events as ev
 from gatekeeper.store.follow import Follower
 from gatekeeper.store.queries import Reader
+from gatekeeper.store.schema import DONE_OUTCOMES
 
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
 
@@ -72,8 +73,12 @@ def describe(kind: str, pid: str | None, payload: dict[str, object]) -> str | No
         why = f": {payload['reason']}" if payload.get("reason") else ""
         return f"{payload.get('verdict'):<9} {pid}  by {payload.get('reviewer')}{why}"
     if kind == ev.COMMIT_OUTCOME:
-        target = payload.get("final_path") if payload.get("outcome") == "created" else payload.get("detail")
-        return f"{'committed' if payload.get('outcome') == 'created' else payload.get('outcome'):<9} {pid}  {target}"
+        outcome = payload.get("outcome")
+        written = outcome in DONE_OUTCOMES
+        target = payload.get("final_path") if written else payload.get("detail")
+        if outcome in ("applied", "deleted"):
+            target = f"{target} ({'changed' if outcome == 'applied' else 'deleted'})"
+        return f"{'committed' if written else payload.get('outcome'):<9} {pid}  {target}"
     return None
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import io
 import itertools
 import multiprocessing as mp
@@ -60,8 +61,22 @@ servers:
           globs: {globs}
           file_mode: "{mode}"
           max_bytes: 1048576
+      replace_note:
+        propose: {{mode: replace, path: {{arg: path}}, content: {{arg: body}}, globs: {globs}, max_bytes: 1048576}}
+      append_note:
+        propose: {{mode: append, path: {{arg: path}}, content: {{arg: body}}, globs: {globs}, max_bytes: 1048576}}
+      edit_note:
+        propose: {{mode: edit, path: {{arg: path}}, globs: {globs}, max_bytes: 1048576}}
+      delete_note:
+        propose: {{mode: delete, path: {{arg: path}}, globs: {globs}, max_bytes: 1048576}}
+      replace_or_create:
+        propose: {{mode: replace, create_if_missing: true, path: {{arg: path}}, content: {{arg: body}}, globs: {globs}}}
+      replace_private:
+        propose: {{mode: replace, path: {{arg: path}}, content: {{arg: body}}, globs: {globs}, file_mode: "0600"}}
 """
-GLOBS = ["notes/**", "deep/**", "same/**", "evil/**", "small/**", "ro/**", "imm/**", "bulk/**"]
+TOOLS = {"create": "create_note", "replace": "replace_note", "append": "append_note", "edit": "edit_note"}
+TOOLS["delete"] = "delete_note"
+GLOBS = ["notes/**", "deep/**", "same/**", "evil/**", "small/**", "ro/**", "imm/**", "bulk/**", "chg/**"]
 
 
 # -- the world ----------------------------------------------------------------------------------
@@ -91,16 +106,29 @@ class World:
         self.policy.write_text(text)
 
     def propose(
-        self, path: str, content: bytes, *, verdict: str | None = "approved", store: Store | None = None
+        self,
+        path: str,
+        content: bytes,
+        *,
+        verdict: str | None = "approved",
+        store: Store | None = None,
+        mode: str = "create",
+        base: bytes | None = None,
+        tool: str | None = None,
     ) -> str:
-        """A proposal through the store's domain API, decided (or not) by reviewer alice."""
+        """A proposal through the store's domain API, decided (or not) by reviewer alice.
+
+        A change (``mode`` replace/append/edit/delete) needs its ``base``, the bytes read at the
+        destination; ``content`` is then the whole resulting file (empty for delete)."""
         own = store is None
         s = store or self.store()
         try:
             d = dataclasses.replace(
-                draft(path, content, arguments={"path": path, "n": os.urandom(4).hex()}),
+                draft(path, content, arguments={"path": path, "n": os.urandom(4).hex()}, tool=tool or TOOLS[mode]),
                 workspace=str(self.workspace),
                 workspace_real=os.path.realpath(self.workspace),  # as the proxy records it
+                mode=mode,
+                base=base,
             )
             pid = s.propose(d).id
             if verdict is not None:
@@ -114,9 +142,14 @@ class World:
         own = store is None
         s = store or self.store()
         try:
-            ((sha, path),) = self.db_rows("SELECT sha256, path FROM proposal WHERE id = ?", pid)
+            ((sha, path, mode, base_sha),) = self.db_rows(
+                "SELECT sha256, path, mode, base_sha256 FROM proposal WHERE id = ?", pid
+            )
             reason = "no, thanks" if verdict == "rejected" else None
-            s.decide(pid, verdict=verdict, reviewer="alice", sha256=sha, path=path, key=self.key, reason=reason)
+            s.decide(
+                pid, verdict=verdict, reviewer="alice", sha256=sha, path=path, key=self.key, reason=reason,
+                mode=mode, base_sha256=base_sha,
+            )  # fmt: skip
         finally:
             if own:
                 s.close()
@@ -370,6 +403,20 @@ def snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
 # -- a hostile little workspace for the crash campaign -------------------------------------------
 
 CREATED, CONFLICT, REFUSED = frozenset({"created"}), frozenset({"conflict"}), frozenset({"refused"})
+APPLIED, DELETED = frozenset({"applied"}), frozenset({"deleted"})
+CHANGE_MODE = 0o640  # pre-existing files' own mode, which a change keeps (the change rules set none)
+
+
+def change_of(mode: str, base: bytes, rng: Any) -> bytes:
+    """The result of a change of ``mode`` over ``base``, as the proxy would compute it."""
+    addition = b"\n-- appended " + rng.randbytes(rng.choice([1, 40, 5000])).hex().encode() + b"\n"
+    if mode == "append":
+        return base + addition
+    if mode == "edit":
+        return base.replace(base[:1], b"#", 1) if base else b"#"
+    if mode == "delete":
+        return b""
+    return rng.randbytes(rng.choice([0, 1, 100, 4096, 70_000]))
 
 
 def build_scenario(root: Path, rng: Any, *, fresh: int = 8, late: int = 6) -> Scenario:
@@ -393,6 +440,9 @@ def build_scenario(root: Path, rng: Any, *, fresh: int = 8, late: int = 6) -> Sc
         return (f"{i}:".encode() + rng.randbytes(size))[: max(size, 1)]
 
     with w.store() as s:
+        changes_first = rng.random() < 0.5  # the committer works oldest first: put either kind first
+        if changes_first:
+            add_changes(sc, s, rng)
         plan: list[tuple[str, bytes, frozenset[str]]] = []
         for i in range(fresh):
             plan.append((f"notes/n{i}.md", body(i), CREATED))
@@ -413,6 +463,8 @@ def build_scenario(root: Path, rng: Any, *, fresh: int = 8, late: int = 6) -> Sc
         ]
         for path, content, outcomes in plan:
             sc.approved[w.propose(path, content, store=s)] = Expect(path, content, outcomes)
+        if not changes_first:
+            add_changes(sc, s, rng)
         for path, verdict in (("notes/pending.md", None), ("notes/rejected.md", "rejected")):
             sc.unapproved[w.propose(path, b"not approved\n", verdict=verdict, store=s)] = path
         for i in range(late):
@@ -427,6 +479,35 @@ def build_scenario(root: Path, rng: Any, *, fresh: int = 8, late: int = 6) -> Sc
     return sc
 
 
+def add_changes(sc: Scenario, s: Store, rng: Any) -> None:
+    """Approved changes of every mode over files already there (applied or deleted), changes whose
+    file someone else rewrote after the proposal (conflicts: their bytes must stay), and changes
+    over a symlink, a folder, a FIFO and a missing file (conflicts)."""
+    w, ws = sc.world, sc.world.workspace
+    (ws / "chg").mkdir()
+    for mode in ("replace", "append", "edit", "delete"):
+        for i in range(rng.randint(1, 3)):
+            path = f"chg/{mode}{i}.md"
+            base = rng.randbytes(rng.choice([1, 100, 4096, 200_000])) if i else b"line\n" * 3
+            (ws / path).write_bytes(base)
+            os.chmod(ws / path, CHANGE_MODE)
+            result = change_of(mode, base, rng)
+            pid = w.propose(path, result, mode=mode, base=base, store=s)
+            sc.approved[pid] = Expect(path, result, DELETED if mode == "delete" else APPLIED, mode, base)
+        path = f"chg/theirs-{mode}.md"
+        (ws / path).write_bytes(b"base\n")
+        pid = w.propose(path, change_of(mode, b"base\n", rng), mode=mode, base=b"base\n", store=s)
+        (ws / path).write_bytes(b"someone else's newer version\n")
+        sc.approved[pid] = Expect(path, b"", CONFLICT, mode, b"base\n")
+    (ws / "chg" / "dir.md").mkdir()
+    os.mkfifo(ws / "chg" / "fifo.md")
+    (ws / "chg" / "link.md").symlink_to(w.outside / "target.md")
+    for name in ("dir.md", "fifo.md", "link.md", "missing.md"):
+        mode = rng.choice(["replace", "append", "edit", "delete"])
+        pid = w.propose(f"chg/{name}", change_of(mode, b"x\n", rng), mode=mode, base=b"x\n", store=s)
+        sc.approved[pid] = Expect(f"chg/{name}", b"", CONFLICT, mode, b"x\n")
+
+
 # -- the invariants -----------------------------------------------------------------------------
 
 
@@ -435,6 +516,13 @@ class Expect:
     path: str
     content: bytes
     outcomes: frozenset[str]
+    mode: str = "create"
+    base: bytes | None = None
+
+    @property
+    def changes_disk(self) -> bool:
+        """A change expected to go through: its file may hold the base or the result (never else)."""
+        return self.mode != "create" and bool(self.outcomes & {"applied", "deleted"})
 
 
 @dataclass
@@ -498,7 +586,7 @@ def check(sc: Scenario, *, final: bool) -> list[str]:
         outcome, observed, final_path = recs[0]
         if outcome not in exp.outcomes:
             problems.append(f"{exp.path}: outcome {outcome!r}, expected one of {sorted(exp.outcomes)}")
-        if outcome in ("created", "conflict") and intents != 1:
+        if outcome in ("created", "applied", "deleted", "conflict") and intents != 1:
             problems.append(f"{exp.path}: outcome {outcome} without exactly one intent ({intents})")
         if outcome == "created":
             target = w.workspace / exp.path
@@ -512,6 +600,13 @@ def check(sc: Scenario, *, final: bool) -> list[str]:
                 continue
             if data != exp.content:
                 problems.append(f"{exp.path}: recorded created but the bytes on disk differ from the approved bytes")
+        if outcome == "applied":
+            data = _bytes_at(w.workspace / exp.path)
+            if data != exp.content:
+                problems.append(f"{exp.path}: recorded applied but the file holds {_which(exp, data)}")
+        if outcome == "deleted" and os.path.lexists(w.workspace / exp.path):
+            problems.append(f"{exp.path}: recorded deleted but it is still there")
+    problems += _check_bases(sc)
     for pid, path in sc.unapproved.items():
         if records.get(pid) or kinds[(pid, "commit_intent")] or kinds[(pid, "commit_outcome")]:
             problems.append(f"{path}: unapproved proposal was touched by the committer")
@@ -523,10 +618,63 @@ def check(sc: Scenario, *, final: bool) -> list[str]:
     return problems
 
 
+def _bytes_at(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes() if stat.S_ISREG(os.lstat(path).st_mode) else None
+    except OSError:
+        return None
+
+
+def _which(exp: Expect, data: bytes | None) -> str:
+    if data is None:
+        return "nothing (missing or not a file)"
+    if data == exp.base:
+        return "the base bytes"
+    if data == exp.content:
+        return "the approved result"
+    if exp.mode == "append" and exp.base is not None and data.startswith(exp.content):
+        return "the addition twice (an append applied twice)"
+    return f"other bytes ({len(data)} bytes: a torn or foreign file)"
+
+
+def _check_bases(sc: Scenario) -> list[str]:
+    """Every change's base bytes are in the store, byte for byte, with their digest."""
+    problems = []
+    changes = {pid: exp for pid, exp in sc.approved.items() if exp.mode != "create"}
+    for pid, base, base_sha in sc.world.db_rows(
+        f"SELECT id, base, base_sha256 FROM proposal WHERE id IN ({','.join('?' * len(changes))})", *changes
+    ):
+        exp = changes[pid]
+        if base is None or bytes(base) != exp.base or hashlib.sha256(bytes(base)).hexdigest() != base_sha:
+            problems.append(f"{exp.path}: the base bytes in the store are not the file's bytes before the change")
+    return problems
+
+
 def _check_disk(sc: Scenario) -> list[str]:
     w, problems = sc.world, []
     now = snapshot(w.workspace)
+    changing = {exp.path: exp for exp in sc.approved.values() if exp.changes_disk}
+    for path, exp in changing.items():
+        entry = now.get(path)
+        if exp.mode == "delete" and entry is None:
+            continue
+        if entry is None or entry[0] != "file" or entry[1] not in (exp.base, exp.content):
+            problems.append(f"{path}: the file being changed holds {_which(exp, entry[1] if entry else None)}")
+        elif entry[2] != CHANGE_MODE:
+            problems.append(f"{path}: mode {entry[2]:o}, the file's own was {CHANGE_MODE:o}")
+    temps = {f"{exp.path.rsplit('/', 1)[0]}/.gatekeeper-{pid}.new": exp for pid, exp in sc.approved.items()}
+    for path, entry in sorted(now.items()):
+        if "/.gatekeeper-" not in path or not path.endswith(".new"):
+            continue
+        exp = temps.get(path)
+        if exp is None:
+            problems.append(f"{path}: a temporary name no approved change uses")
+        elif entry[0] != "file" or (entry[1] not in (exp.base, exp.content) and not sc.allow_tmp):
+            problems.append(f"{path}: a temporary name holding neither the base nor the result")
+        del now[path]  # an interrupted or finished attempt's evidence: base or result bytes, swept later
     for path, entry in sc.before.items():
+        if path in changing:
+            continue
         if now.get(path) != entry:
             problems.append(f"pre-existing {path!r} changed: {entry[:1]} -> {now.get(path, ('missing',))[:1]}")
     wanted: dict[str, set[bytes]] = {}

@@ -25,5 +25,7 @@ def test_commit_bench_quick_runs_and_reports_its_figures(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     rate = re.search(r"5\. files committed/s, 4 KiB, full fsync: ([\d,.]+) /s", result.stdout)
     p50 = re.search(r"6\. commit --watch approval-to-file p50: ([\d,.]+) ms", result.stdout)
-    assert rate and p50 and "p99" in result.stdout, result.stdout
+    replaces = re.search(r"5r\. replaces committed/s, 4 KiB, full fsync: ([\d,.]+) /s", result.stdout)
+    assert rate and p50 and replaces and "p99" in result.stdout, result.stdout
+    assert float(replaces.group(1).replace(",", "")) > 0
     assert float(rate.group(1).replace(",", "")) > 0 and float(p50.group(1).replace(",", "")) > 0

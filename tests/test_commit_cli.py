@@ -47,7 +47,7 @@ def test_once_prints_each_outcome_and_a_summary(world: World) -> None:
     ), lines
     assert lines[0].startswith(f"refused   {ids['refused']}  elsewhere/x.md  the path 'elsewhere/x.md' no longer")
     assert lines[2].startswith(f"conflict  {ids['conflict']}  notes/taken.md  a different file is already at")
-    assert lines[-1] == "Done: 1 created, 1 conflict, 1 refused, 0 failed."
+    assert lines[-1] == "Done: 1 created, 0 applied, 0 deleted, 1 conflict, 1 refused, 0 failed."
     assert run.err == ""
     again = run_commit(world, "--once")
     assert (again.code, again.out) == (0, "Nothing to commit: no approved proposal is waiting.\n")
@@ -71,7 +71,8 @@ def test_once_json_is_one_object_per_outcome_then_a_summary(world: World) -> Non
         "recorded": True,
     }
     assert by_id[ids["conflict"]]["outcome"] == "conflict" and by_id[ids["refused"]]["outcome"] == "refused"
-    assert objects[-1] == {"summary": {"created": 1, "conflict": 1, "refused": 1, "failed": 0, "waiting": 0}}
+    zero = {"applied": 0, "deleted": 0, "failed": 0, "waiting": 0}
+    assert objects[-1] == {"summary": {"created": 1, "conflict": 1, "refused": 1, **zero}}
 
 
 def test_bad_invocations_say_what_to_do(world: World, tmp_path: Path) -> None:
@@ -233,7 +234,7 @@ def test_a_missing_workspace_makes_approvals_wait_not_fail(world: World) -> None
     run = run_commit(world, "--once")
     assert run.code == 1 and world.outcome(pid) is None
     assert f"waiting: the workspace {world.workspace} cannot be opened" in run.err
-    assert "Done: 0 created, 0 conflict, 0 refused, 0 failed; 1 still waiting." in run.out
+    assert "Done: 0 created, 0 applied, 0 deleted, 0 conflict, 0 refused, 0 failed; 1 still waiting." in run.out
     (world.root / "unmounted").rename(world.workspace)
     assert run_commit(world, "--once").code == 0
     assert world.outcome(pid)[0] == "created"  # type: ignore[index]

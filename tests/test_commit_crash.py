@@ -32,6 +32,9 @@ KILLS = int(os.environ.get("GATEKEEPER_CRASH_KILLS", "300"))
 PLANTED_CAMPAIGNS = int(os.environ.get("GATEKEEPER_CRASH_PLANTED_CAMPAIGNS", "1"))
 WORKERS = 2
 KILLS_PER_TRIAL = 12
+# Reached only when another writer changes the file between the committer's check and its swap:
+# tests/test_commit_changes.py::test_changed_during_the_swap drives it with a pause there.
+HOOK_ONLY = ("after_exchange_back",)
 
 
 @dataclass
@@ -140,7 +143,7 @@ def test_crash_campaign_keeps_every_invariant(tmp_path: Path) -> None:
     report("crash campaign (forked committers)", tally, time.perf_counter() - start)
     assert not tally.violations, "\n".join(tally.violations[:20])
     assert tally.kills >= KILLS
-    never = [p for p in CRASH_POINTS if tally.by_point[p] == 0]
+    never = [p for p in CRASH_POINTS if tally.by_point[p] == 0 and p not in HOOK_ONLY]
     assert not never, f"crash points never reached (the campaign does not cover them): {never}"
     assert tally.by_point["random SIGKILL"] >= KILLS // 10
 
@@ -156,7 +159,7 @@ def test_crash_campaign_with_real_cli_processes(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bug", ["separate_event", "in_place"])
+@pytest.mark.parametrize("bug", ["separate_event", "in_place", "change_in_place"])
 def test_the_campaign_catches_each_planted_bug(tmp_path: Path, bug: str) -> None:
     """Run the campaign against a deliberately broken committer: it must report a violation.
 

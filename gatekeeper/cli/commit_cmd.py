@@ -1,4 +1,5 @@
-"""``gatekeeper commit``: the only code that writes into a workspace (create only, never overwrite)."""
+"""``gatekeeper commit``: the only code that writes into a workspace (new files exclusively; changes
+to existing files only over their approved base)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,17 @@ from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json
 from gatekeeper.errors import GatekeeperError
 
-OUTCOME_ORDER = ("created", "conflict", "refused", "failed")
+OUTCOME_ORDER = ("created", "applied", "deleted", "conflict", "refused", "failed")
+WRITTEN = {"created": "→", "applied": "changed:", "deleted": "removed:"}
 
 
 def _line(r: Any) -> str:
     """One line a person can act on: outcome, id, path, then where it went or why not."""
-    where = f"→ {r.final_path}" if r.outcome == "created" else r.detail
+    where = f"{WRITTEN[r.outcome]} {r.final_path}" if r.outcome in WRITTEN else r.detail
     if r.outcome == "created" and r.detail:
         where += " (reconciled: an identical file was already there)"
+    elif r.outcome in WRITTEN and r.detail:
+        where += f" ({r.detail})"
     if not r.recorded:
         where = f"another committer recorded this proposal's outcome first ({where})"
     return f"{r.outcome:<9} {r.proposal_id}  {r.path}  {where}"
@@ -41,14 +45,15 @@ def _line(r: Any) -> str:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per outcome (then a summary with --once).")
 @pass_ctx
 def commit(ctx: Ctx, once: bool, watch: bool, policy_file: str | None, batch: int, as_json: bool) -> None:
-    """Create the files of approved proposals in their workspaces, exactly once.
+    """Write the approved proposals into their workspaces, exactly once.
 
     Each approval is checked again first (its signature with secret.key, its sha256 against the
     stored bytes, the current policy's rule and workspace); a failed check is recorded as
-    refused and nothing is written. A file is created only where nothing exists yet, beneath
-    the workspace without following symbolic links, and never appears partly written. Every
-    outcome (created, conflict, refused, failed) is recorded with an audit event, and the agent
-    sees it through gatekeeper_proposal_status.
+    refused and nothing is written. A new file is created only where nothing exists yet; a change
+    (replace, append, edit) is swapped in, and a delete done, only while the file still holds the
+    approved base bytes (else: conflict, nothing written). Never through a symbolic link, never a
+    partly written file. Every outcome (created, applied, deleted, conflict, refused, failed) is
+    recorded with an audit event; the agent sees it through gatekeeper_proposal_status.
 
     One committer runs at a time (a lock in the home). Exit status: 0 when every waiting
     approval got its outcome (conflicts and refusals included), 1 when a commit failed or some

@@ -1,5 +1,6 @@
 """What must hold before any byte is written: the approval is genuine and names exactly these
-bytes at exactly this path, and the current policy still lets this tool create this path.
+bytes (and, for a change, exactly this base) at exactly this path, and the current policy still lets
+this tool do this (create, replace, append, edit or delete) at this path.
 
 Run again on every attempt (the first, and any after a crash), so a policy tightened in between
 wins. A failed check is a ``refused`` outcome whose detail says why and what to do.
@@ -53,10 +54,11 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Plan:
-    """Where and how to create the file, once every check has passed."""
+    """Where and how to write the file, once every check has passed."""
 
     workspace: Path
-    mode: int
+    mode: int  # a new file's permissions
+    file_mode: int | None = None  # set explicitly by the rule: a changed file gets it too (None: keeps its own)
 
     def final_path(self, rel: str) -> str:
         return str(self.workspace / rel)
@@ -103,8 +105,6 @@ def check_approval(c: Candidate, content: bytes | None, key: bytes) -> None:
             f"proposal is a {c.mode} over base {(c.base_sha256 or 'none')[:16]}…; the database may have been "
             "altered, run `gatekeeper audit verify`"
         )
-    if c.mode != "create":
-        raise Refusal(f"this committer cannot apply a {c.mode} yet; nothing was written")
 
 
 def check_root(c: Candidate, actual: str) -> None:
@@ -123,13 +123,20 @@ def check_root(c: Candidate, actual: str) -> None:
 
 
 def check_policy(c: Candidate, size: int, policy: Policy) -> Plan:
-    """The current policy still has this server and workspace, and this tool may create this path."""
+    """The current policy still has this server and workspace, and this tool may still do this to this
+    path: the rule's mode is the proposal's (or it is a create and the rule has ``create_if_missing``)."""
     server = policy.servers.get(c.server)
     if server is None:
         raise Refusal(f"the policy ({policy.source}) no longer has a server {c.server!r}; propose again")
     rule = policy.rule(c.server, c.tool)
     if rule.action != "propose" or rule.propose is None:
         raise Refusal(f"the policy no longer lets {c.server}.{c.tool} propose files (it is now {rule.action!r})")
+    allowed = {rule.propose.mode} | ({"create"} if rule.propose.create_if_missing else set())
+    if c.mode not in allowed:
+        raise Refusal(
+            f"the policy no longer lets {c.server}.{c.tool} {_verb(c.mode)} (its mode is now "
+            f"{rule.propose.mode!r}); propose again"
+        )
     if str(server.workspace) != c.workspace:
         raise Refusal(
             f"the workspace of server {c.server!r} is now {server.workspace}, but the proposal was made for "
@@ -148,4 +155,12 @@ def check_policy(c: Candidate, size: int, policy: Policy) -> Plan:
         )
     if size > rule.propose.max_bytes:
         raise Refusal(f"the content is {size:,} bytes, over the rule's max_bytes of {rule.propose.max_bytes:,}")
-    return Plan(server.workspace, rule.propose.new_file_mode)
+    if c.base_size is not None and c.base_size > rule.propose.max_bytes:
+        raise Refusal(
+            f"the file it changes was {c.base_size:,} bytes, over the rule's max_bytes of {rule.propose.max_bytes:,}"
+        )
+    return Plan(server.workspace, rule.propose.new_file_mode, rule.propose.file_mode)
+
+
+def _verb(mode: str) -> str:
+    return {"create": "create files", "delete": "delete files"}.get(mode, f"{mode} existing files")

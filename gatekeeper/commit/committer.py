@@ -3,14 +3,17 @@ with an interrupted attempt (an intent and no outcome) before all others.
 
 Per batch, in the order that survived 533 kill -9s (shared notes, "Exactly once"):
 checks (else ``refused``, nothing written) → intent events (one transaction) → file steps
-(exclusive create beneath the root; an existing identical file is ``created``, reconciled;
-anything else at the name is a ``conflict``; an OS error is ``failed``) → one fsync per folder →
-outcome rows with their events (one transaction). Every step is repeatable and the file step
-is exclusive, so a crash anywhere, or a second committer, can only ever finish the work.
+(a create: exclusive create beneath the root; an existing identical file is ``created``,
+reconciled; anything else at the name is a ``conflict``. A change or delete: compare-and-swap
+against the approved base, ``swap.py``, ``applied``/``deleted`` or ``conflict``. An OS error is
+``failed``) → one fsync per folder → outcome rows with their events (one transaction) → the
+changes' temporary names removed. Every step is repeatable and each file step is exclusive or
+decided from the disk, so a crash anywhere can only ever finish the work.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.commit import fsops
+from gatekeeper.commit import details, fsops, swap
 from gatekeeper.commit.checks import Candidate, Plan, Refusal, check_approval, check_policy, check_root
 from gatekeeper.commit.testing import OFF, Switches
 from gatekeeper.home import Home
@@ -35,7 +38,7 @@ BATCH_BYTES = 64 * 1024 * 1024
 class Result:
     proposal_id: str
     path: str
-    outcome: str  # created / conflict / refused / failed
+    outcome: str  # created / applied / deleted / conflict / refused / failed; "busy": left for a later pass
     detail: str = ""
     observed_sha256: str | None = None
     final_path: str | None = None
@@ -43,6 +46,8 @@ class Result:
     recorded: bool = False  # this process recorded the outcome (False: another committer was first)
     stop: bool = False  # an fsync failed: end the pass, the disk needs a person
     dir_key: tuple[int, int] | None = None
+    leftover: str | None = None  # a change's temporary name (holding the base), removed once recorded
+    change: bool = False  # a change or delete: its folder is swept of stale temporary names
 
     def record(self) -> dict[str, Any]:
         return {
@@ -113,10 +118,12 @@ class Committer:
         self.batch, self.workers, self.sw, self.actor = max(1, batch), max(1, workers), switches, actor
         self.should_stop, self.on_result = should_stop, on_result
         self.floor = 0  # every decision at or below this id has an outcome
+        self._swept: set[tuple[int, int]] = set()  # folders swept of stale temporary names this pass
 
     def run_pass(self) -> PassReport:
         policy = self.policy.current()
         key = self.home.read_key()
+        self._swept.clear()
         high, rows = self.reader.commit_queue(self.floor)
         self.sw.point("after_select")
         queue = sorted((Candidate.from_row(r) for r in rows), key=lambda c: not c.has_intent)  # stable sort
@@ -162,7 +169,12 @@ class Committer:
                     ready.append((c, data or b"", plan))
                 except Refusal as exc:
                     detail = f"{exc}; nothing was written"
-                    if c.has_intent:
+                    if c.has_intent and c.mode != "create":
+                        detail += (
+                            f" (an earlier attempt was interrupted after its intent: if {swap.tmp_name(c.id)} is "
+                            f"beside {c.path!r}, that attempt had swapped the change in and the old bytes are there)"
+                        )
+                    elif c.has_intent:
                         detail += (
                             f" (an earlier attempt was interrupted after its intent: if {c.path!r} exists, "
                             "it is from then)"
@@ -227,23 +239,48 @@ class Committer:
                 for items in lanes.values():
                     lane(items)
             failures = dirs.sync(self.sw)
+            results = [done[c.id] for c, _, _ in ready if c.id in done]
+            busy = [r for r in results if r.outcome == "busy"]
+            results = [r for r in results if r.outcome != "busy"]
+            for r in busy:
+                if r.detail not in report.waiting:
+                    report.waiting.append(r.detail)
+            report.stopped = next((r.detail for r in results if r.stop), None)
+            for r in results:
+                if r.dir_key in failures:
+                    was = details.what_was_done(r.outcome, r.path, r.final_path)
+                    r.outcome, r.stop = "failed", True
+                    r.detail = (
+                        f"{was}, but {failures[r.dir_key]}; it may not survive a power loss: "
+                        "check the disk and the file, and propose again if it is not as approved"
+                    )
+                    report.stopped = r.detail
+            self.sw.point("before_outcome")
+            self._record(results, report)
+            self.sw.point("after_outcome")
+            self._clean_up(results, dirs)
         finally:
             dirs.close()
-        results = [done[c.id] for c, _, _ in ready if c.id in done]
-        report.stopped = next((r.detail for r in results if r.stop), None)
+
+    def _clean_up(self, results: list[Result], dirs: fsops.DirSync) -> None:
+        """Once outcomes are recorded: remove each applied change's temporary name (its bytes, the
+        base, are in the store), and sweep each folder once a pass of temporary names left by
+        attempts killed after recording (their proposals have an outcome; only a name holding that
+        proposal's own base or result bytes is removed: another writer's bytes put aside stay)."""
         for r in results:
-            if r.dir_key in failures:
-                r.outcome, r.stop = "failed", True
-                r.detail = (
-                    f"the file was created at {r.final_path}, but {failures[r.dir_key]}; it may not survive a power "
-                    "loss: check the disk and the file, and propose again if it is missing"
-                )
-                report.stopped = r.detail
-        self.sw.point("before_outcome")
-        self._record(results, report)
-        self.sw.point("after_outcome")
+            fd = dirs.fds.get(r.dir_key) if r.dir_key else None
+            if fd is None:
+                continue
+            if r.leftover:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(r.leftover, dir_fd=fd)
+            if r.change and r.dir_key not in self._swept:
+                self._swept.add(r.dir_key)  # type: ignore[arg-type]
+                swap.sweep(fd, self.reader.proposal_state)
 
     def _file_step(self, c: Candidate, data: bytes, plan: Plan, root_fd: int, dirs: fsops.DirSync) -> Result:
+        if c.mode != "create":
+            return self._change_step(c, data, plan, root_fd, dirs)
         parts = c.path.split("/")
         final = plan.final_path(c.path)
 
@@ -282,11 +319,54 @@ class Committer:
                 detail = "reconciled: a file with exactly the approved bytes was already there (an interrupted "
                 detail += "earlier attempt, or someone else); nothing was overwritten"
                 return result("created", detail, observed_sha256=c.sha256, dir_key=key)
-            return result("conflict", _in_the_way(c.path, existing), observed_sha256=existing.sha256)
+            return result("conflict", details.in_the_way(c.path, existing), observed_sha256=existing.sha256)
         except fsops.FsyncFailed as exc:
             return result("failed", f"{exc}; nothing was linked under {c.path!r} by this attempt", stop=True)
         except OSError as exc:
             return result("failed", f"cannot create {c.path!r}: {fsops.describe(exc)}; nothing was written there")
+        finally:
+            if dirfd >= 0:
+                os.close(dirfd)
+
+    def _change_step(self, c: Candidate, data: bytes, plan: Plan, root_fd: int, dirs: fsops.DirSync) -> Result:
+        """Replace, append, edit or delete an existing file by compare-and-swap (``swap.py``)."""
+        parts = c.path.split("/")
+        final = plan.final_path(c.path)
+
+        def result(outcome: str, detail: str = "", **kw: Any) -> Result:
+            return Result(c.id, c.path, outcome, detail, final_path=final, change=True, **kw)
+
+        try:
+            dirfd = fsops.open_dir(root_fd, parts[:-1], self.sw, create=False)
+        except FileNotFoundError:
+            return result("conflict", f"the folder holding {c.path!r} no longer exists; {swap.NOTHING}")
+        except fsops.InTheWay as exc:
+            return result("conflict", f"{exc.detail}; {swap.NOTHING}")
+        except OSError as exc:
+            return result("failed", f"cannot open the folder holding {c.path!r}: {fsops.describe(exc)}; {swap.NOTHING}")
+        self.sw.point("after_open_parent")
+        change = swap.Change(
+            c.id, c.path, parts[-1], c.mode, data, c.sha256, c.base_sha256 or "", c.base_size or 0,
+            plan.file_mode, c.has_intent,
+        )  # fmt: skip
+        try:
+            act = swap.delete_file if c.mode == "delete" else self.sw.step("apply_change", swap.apply_change)
+            done = act(dirfd, change, self.sw)
+            if done.busy:
+                return result("busy", f"another attempt at {c.id} is under way ({swap.tmp_name(c.id)} exists); later")
+            key = None
+            if done.sync:
+                key, dirfd = dirs.add(dirfd), -1
+            return result(done.outcome, done.detail, observed_sha256=done.observed_sha256, dir_key=key,
+                          leftover=done.leftover)  # fmt: skip
+        except fsops.FsyncFailed as exc:
+            return result("failed", f"{exc}; {c.path!r} was not changed by this attempt", stop=True)
+        except OSError as exc:
+            return result(
+                "failed",
+                f"cannot {c.mode} {c.path!r}: {fsops.describe(exc)}; check the file: it holds either the whole old "
+                "or the whole new version",
+            )
         finally:
             if dirfd >= 0:
                 os.close(dirfd)
@@ -309,20 +389,3 @@ class Committer:
 def record_outcomes(store: Store, records: list[dict[str, Any]], actor: str, sw: Switches) -> dict[str, bool]:
     """Outcome rows and their audit events, all in one transaction (the ``record_outcomes`` step)."""
     return store.record_commit_outcomes(records, actor, after_row=lambda _pid: sw.point("outcome_row_written"))
-
-
-def _in_the_way(path: str, existing: fsops.Existing) -> str:
-    never = "Gatekeeper never overwrites"
-    if existing.kind == "file":
-        which = f"sha256 {existing.sha256[:16]}…" if existing.sha256 else f"{existing.size:,} bytes"
-        return (
-            f"a different file is already at {path!r} ({which}); {never}: "
-            "move it away and propose again, or propose another name"
-        )
-    if existing.kind == "symlink":
-        return f"a symbolic link is already at {path!r}; {never} and never follows links: remove it and propose again"
-    if existing.kind == "folder":
-        return f"a folder is already at {path!r}; propose another name"
-    if existing.kind == "gone":
-        return f"something was at {path!r} and vanished while it was being inspected; propose again"
-    return f"something that is not a regular file (a FIFO, socket or device) is at {path!r}; {never}"

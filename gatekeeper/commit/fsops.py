@@ -29,7 +29,7 @@ from gatekeeper.commit.testing import Switches
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NOT_A_DIR = (errno.ELOOP, errno.ENOTDIR, errno.EXDEV)
-_NO_TMPFILE = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL)
+NO_TMPFILE = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL)
 TMP_PREFIX = ".gatekeeper-tmp-"
 
 _REASONS = {
@@ -178,7 +178,7 @@ def publish(dirfd: int, name: str, data: bytes, mode: int, sw: Switches) -> Publ
     try:
         fd = os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, mode, dir_fd=dirfd)
     except OSError as exc:
-        if exc.errno in _NO_TMPFILE:
+        if exc.errno in NO_TMPFILE:
             return _publish_by_rename(dirfd, name, data, mode, sw)
         raise
     try:

@@ -1,4 +1,4 @@
-"""PLANTED BUGS (tests only): deliberately broken variants of two committer steps.
+"""PLANTED BUGS (tests only): deliberately broken variants of three committer steps.
 
 The crash campaign (tests/test_commit_crash.py, ``make crash``) must catch each of them; that
 is how we know it can catch a real one. Production code never imports this module: it asks
@@ -14,6 +14,7 @@ from typing import Any
 
 from gatekeeper.canonical import now_ts
 from gatekeeper.commit.fsops import Published, fsync, write_all
+from gatekeeper.commit.swap import Change, Done, look
 from gatekeeper.commit.testing import Switches
 from gatekeeper.store import events as ev
 from gatekeeper.store.store import Store
@@ -53,3 +54,21 @@ def separate_event(store: Store, records: list[dict[str, Any]], actor: str, sw: 
         store.append_event(ev.COMMIT_OUTCOME, actor, fields, pid)
         recorded[pid] = True
     return recorded
+
+
+def change_in_place(dirfd: int, c: Change, sw: Switches) -> Done:
+    """Replaces ``swap.apply_change``: checks the base, then rewrites the file in place (``O_TRUNC``),
+    so a crash leaves a torn file and a reader can see one."""
+    now = look(dirfd, c.name, c.sizes)
+    if now.kind != "file" or now.sha256 != c.base_sha256:
+        return Done("conflict", "changed since it was proposed; nothing was written", now.sha256)
+    fd = os.open(c.name, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
+    try:
+        sw.point("after_tmp_open")
+        write_all(fd, c.data)
+        sw.point("after_tmp_write")
+        fsync(fd, f"the file {c.path!r}", "file", sw)
+        sw.point("after_tmp_fsync")
+    finally:
+        os.close(fd)
+    return Done("applied", "", c.sha256, sync=True)

@@ -1,4 +1,5 @@
-"""The Linux calls Python 3.11 lacks: ``openat2`` (syscall 437) and ``renameat2``, through ctypes.
+"""The Linux calls Python 3.11 lacks: ``openat2`` (syscall 437) and ``renameat2`` (no-replace and
+exchange), through ctypes.
 
 Each is feature-detected once. ``None`` from a detector means "not here": callers fall back to
 the component-by-component ``O_NOFOLLOW`` walk, or refuse; they never fall back to anything weaker.
@@ -18,6 +19,7 @@ RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_BENEATH = 0x08
 RESOLVE_STRICT = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
 RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
 
 
 class _OpenHow(ctypes.Structure):
@@ -73,8 +75,7 @@ def openat2_works() -> bool:
     return True
 
 
-def renameat2_noreplace(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str) -> None:
-    """Rename that fails with ``EEXIST`` if anything (even a dangling symlink) has the new name."""
+def _renameat2(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str, flags: int) -> None:
     libc = _libc()
     fn = getattr(libc, "renameat2", None) if libc is not None else None
     if fn is None:  # glibc < 2.28
@@ -84,10 +85,21 @@ def renameat2_noreplace(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str) ->
         ctypes.c_char_p(os.fsencode(src)),
         ctypes.c_int(dst_dir_fd),
         ctypes.c_char_p(os.fsencode(dst)),
-        ctypes.c_uint(RENAME_NOREPLACE),
+        ctypes.c_uint(flags),
     )
     if rc != 0:
         _raise(dst)
+
+
+def renameat2_noreplace(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str) -> None:
+    """Rename that fails with ``EEXIST`` if anything (even a dangling symlink) has the new name."""
+    _renameat2(src_dir_fd, src, dst_dir_fd, dst, RENAME_NOREPLACE)
+
+
+def renameat2_exchange(dir_fd: int, a: str, b: str) -> None:
+    """Swap the names ``a`` and ``b`` in ``dir_fd`` in one step: a reader of either name sees one
+    whole inode or the other, never neither. ``ENOENT`` if either is missing."""
+    _renameat2(dir_fd, a, dir_fd, b, RENAME_EXCHANGE)
 
 
 AT_EMPTY_PATH = 0x1000

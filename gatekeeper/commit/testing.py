@@ -9,6 +9,7 @@ campaign must catch. A committer that sees any of them says so on stderr.
 ``GATEKEEPER_PAUSE_AT=point:n:PREFIX``  on the nth pass create ``PREFIX.paused``, wait for ``PREFIX.resume``.
 ``GATEKEEPER_PLANT_BUG=separate_event``  the outcome's audit event in its own transaction, after the row.
 ``GATEKEEPER_PLANT_BUG=in_place``  write with ``O_CREAT|O_EXCL`` under the final name instead of O_TMPFILE.
+``GATEKEEPER_PLANT_BUG=change_in_place``  a change rewrites the file in place (``O_TRUNC``) instead of swapping.
   (The bugs live in ``planted.py``; each replaces one named step, see ``Switches.step``.)
 ``GATEKEEPER_INJECT=fsync_eio:file|dir``  that kind of fsync fails with EIO (once per process).
 ``GATEKEEPER_NO_OPENAT2=1``, ``GATEKEEPER_NO_TMPFILE=1``  force the fallbacks (O_NOFOLLOW walk; renameat2).
@@ -45,6 +46,13 @@ CRASH_POINTS = (
     "after_file_write",  # bytes written, not yet fsynced
     "after_file_fsync",  # bytes durable, no name yet
     "after_link",  # the final name exists
+    "after_tmp_open",  # a change: the O_TMPFILE inode for the result is open (change_in_place bug: file truncated)
+    "after_tmp_write",  # a change: the result written, not yet fsynced
+    "after_tmp_fsync",  # a change: the result durable, no name yet
+    "after_tmp_link",  # a change: the result is durable under its temporary name, not yet swapped in
+    "after_exchange",  # a change: result and destination exchanged, what went out not yet checked
+    "after_exchange_back",  # a change: what went out was not the base and is back, temporary name not removed
+    "after_move_aside",  # a delete: the file renamed to its temporary name, not yet checked
     "after_reconcile_hash",  # an existing file at the name has been hashed
     "after_dir_fsync",  # the folder holding new names is durable (per folder)
     "before_outcome",  # every file step of the batch is done
@@ -52,7 +60,7 @@ CRASH_POINTS = (
     "after_outcome",  # outcome transaction committed (per batch)
 )
 # Each planted bug replaces one named step of the committer (functions in planted.py, same names).
-PLANTED_STEPS = {"separate_event": "record_outcomes", "in_place": "publish"}
+PLANTED_STEPS = {"separate_event": "record_outcomes", "in_place": "publish", "change_in_place": "apply_change"}
 PLANTED_BUGS = tuple(PLANTED_STEPS)
 INJECTIONS = ("fsync_eio:file", "fsync_eio:dir")
 ENV_VARS = (
