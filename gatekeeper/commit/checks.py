@@ -17,6 +17,7 @@ from gatekeeper.canonical import sha256_hex
 from gatekeeper.errors import InvalidInput
 from gatekeeper.paths import normalise_destination
 from gatekeeper.policy import Policy
+from gatekeeper.revert import REVERT_TOOL, revert_rule
 
 
 @dataclass(frozen=True)
@@ -129,10 +130,15 @@ def check_policy(c: Candidate, size: int, policy: Policy) -> Plan:
     if server is None:
         raise Refusal(f"the policy ({policy.source}) no longer has a server {c.server!r}; propose again")
     rule = policy.rule(c.server, c.tool)
+    reverting = c.tool == REVERT_TOOL
+    if reverting:  # no policy names it: a rule of the server that still lets this path through
+        rule = revert_rule(policy, c.server, c.path) or rule
     if rule.action != "propose" or rule.propose is None:
         raise Refusal(f"the policy no longer lets {c.server}.{c.tool} propose files (it is now {rule.action!r})")
     allowed = {rule.propose.mode} | ({"create"} if rule.propose.create_if_missing else set())
-    if c.mode not in allowed:
+    # A revert restores what a rule let through, in whatever mode that takes (an append's revert
+    # is a replace); a reviewer approved exactly that.
+    if c.mode not in allowed and not reverting:
         raise Refusal(
             f"the policy no longer lets {c.server}.{c.tool} {_verb(c.mode)} (its mode is now "
             f"{rule.propose.mode!r}); propose again"
