@@ -70,6 +70,13 @@ class World:
         assert "Traceback" not in run.stderr, run.stderr
         return {"code": run.returncode, "out": run.stdout, "err": run.stderr}
 
+    def verify(self) -> None:
+        """``gatekeeper audit verify --files``: the chain holds, and every committed destination is
+        what its latest committed proposal left."""
+        run = self.cli("audit", "verify", "--files")
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert run.stdout.startswith("OK: ") and " committed file(s) checked, 0 problem(s)" in run.stdout, run.stdout
+
     def outcome(self, pid: str) -> tuple[Any, ...]:
         conn = sqlite3.connect(self.home.db_path)
         try:
@@ -177,9 +184,18 @@ def open_proposal(page: Any, world: World, pid: str) -> None:
 
 
 def approve(page: Any, world: World, pid: str) -> None:
-    page.click("#approve")
-    page.wait_for_url(f"{world.base_url}/proposals/{pid}")
-    assert page.inner_text("#status") == "approved"
+    """Click approve and wait for the page it posts back to (polling the status, no sleeps)."""
+    from playwright.sync_api import expect
+
+    with page.expect_navigation():
+        page.click("#approve")
+    assert page.url == f"{world.base_url}/proposals/{pid}"
+    expect(page.locator("#status")).to_have_text("approved")
+
+
+def status_on_page(page: Any, world: World, pid: str) -> str:
+    page.goto(f"{world.base_url}/proposals/{pid}")
+    return str(page.inner_text("#status"))
 
 
 def shot(page: Any, name: str) -> Path:
@@ -277,6 +293,7 @@ def test_every_mode_through_real_servers_approved_in_chromium_and_committed(
     assert world.outcome(edit["proposal_id"])[0] == "applied"
     assert world.outcome(append["proposal_id"])[0] == "applied"
     assert world.outcome(delete["proposal_id"])[0] == "deleted"
+    assert status_on_page(page, world, replace["proposal_id"]) == "committed"
 
     for s, outcome in ((replace, "applied"), (edit, "applied"), (append, "applied"), (delete, "deleted")):
         text, status = proxy.status(s["proposal_id"])
@@ -286,9 +303,7 @@ def test_every_mode_through_real_servers_approved_in_chromium_and_committed(
     read = proxy.call("obsidian__obsidian_read_note", {"vault": "notes", "path": "daily/day.md"})
     assert read.structured_content["data"]["content"] == day_result.decode()
 
-    verify = world.cli("audit", "verify", "--files")
-    assert verify.returncode == 0, verify.stdout + verify.stderr
-    assert verify.stdout.startswith("OK: ")
+    world.verify()
 
 
 def test_revert_of_an_applied_append_restores_the_exact_base(world: World, proxy: Proxy, page: Any) -> None:
@@ -323,8 +338,7 @@ def test_revert_of_an_applied_append_restores_the_exact_base(world: World, proxy
     _text, status = proxy.status(append["proposal_id"])
     assert status["status"] == "committed"  # the reverted proposal stays what it was
 
-    verify = world.cli("audit", "verify")
-    assert verify.returncode == 0, verify.stdout + verify.stderr
+    world.verify()
 
 
 def test_a_file_changed_after_the_proposal_ends_in_conflict_and_keeps_the_other_writers_bytes(
@@ -351,7 +365,7 @@ def test_a_file_changed_after_the_proposal_ends_in_conflict_and_keeps_the_other_
     )
     text, status = proxy.status(s["proposal_id"])
     assert (status["status"], status["outcome"], status["mode"]) == ("conflict", "conflict", "replace"), status
+    assert status_on_page(page, world, s["proposal_id"]) == "conflict"
     assert "not written" in text, text
 
-    verify = world.cli("audit", "verify")
-    assert verify.returncode == 0, verify.stdout + verify.stderr
+    world.verify()
