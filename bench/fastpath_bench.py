@@ -486,6 +486,9 @@ def one_run(setup: Setup, servers: list[Server], sizes: Sizes) -> Run:
 # -- the table -------------------------------------------------------------------------------------
 
 
+GROUPS = (("cold", "F2."), ("RSS", "F3."), ("start-up", "F4."), ("", "F1."))  # row name part -> table group
+
+
 def figures(runs: list[Run], servers: list[Server], setup: Setup, skipped: list[Figure]) -> list[Figure]:
     """Rows with the median over runs as the value and every run's value in the note."""
 
@@ -493,9 +496,11 @@ def figures(runs: list[Run], servers: list[Server], setup: Setup, skipped: list[
         xs = [r.values[name] for r in runs if name in r.values]
         if not xs:
             return None
+        group = next(g for key, g in GROUPS if key in name)
         each = ", ".join(f"{x:.3g}" for x in xs)
         spread = f"runs: {each}" + (f" (spread {min(xs):.3g}–{max(xs):.3g})" if len(xs) > 1 else "")
-        return Figure(name, statistics.median(xs), unit, target, cmp, f"{spread}{'; ' + note if note else ''}")
+        note = f"{spread}; {note}" if note else spread
+        return Figure(f"{group} {name}", statistics.median(xs), unit, target, cmp, note)
 
     out: list[Figure | None] = []
     names = available(setup)
@@ -564,14 +569,14 @@ def run_in(base: Path, sizes: Sizes, runs: int, profile: bool) -> tuple[list[Fig
     skipped: list[Figure] = []
     fastmcp = ensure_fastmcp()
     if isinstance(fastmcp, str):
-        skipped.append(Skipped("fastmcp proxy", 0.0, "", note=fastmcp))
+        skipped.append(Skipped("F0. fastmcp proxy", 0.0, "", note=fastmcp))
     fs = ensure_filesystem()
     setup = Setup(base, make_home(base / "home").path, fastmcp)
     servers = [notes(base)]
     if isinstance(fs, Path):
         servers.append(filesystem(base, fs))
     else:
-        skipped.append(Skipped("fs rows (filesystem server)", 0.0, "", note=fs))
+        skipped.append(Skipped("F0. fs rows (filesystem server)", 0.0, "", note=fs))
     all_runs = []
     for i in range(runs):
         log(f"[fastpath] run {i + 1} of {runs}")
