@@ -536,6 +536,42 @@ def figures(runs: list[Run], servers: list[Server], setup: Setup, skipped: list[
 
 
 PROFILE_CALLS = 2000  # enough that the calls, not the start-up, fill the profile
+PER_CALL = {  # function name (as pstats keys it) -> what it counts
+    "_run_once": "event-loop iterations",
+    "run_sync_in_worker_thread": "hops to a worker thread",
+    "receive": "stream receives",
+    "validate_python": "pydantic validate_python",
+    "validate_json": "pydantic validate_json",
+    "dump_json": "pydantic dump_json",
+}
+
+
+def per_call(stats: Any) -> str:
+    """How often the proxy's main thread does each costly thing per call, and own time by package."""
+    counts = dict.fromkeys(PER_CALL, 0)
+    by_area: dict[str, float] = {}
+    for (filename, _line, func), (_cc, ncalls, tottime, _ct, _callers) in stats.stats.items():
+        builtin = re.match(r"<(?:method|built-in method) '?([\w.]+)", func)
+        name = builtin.group(1) if builtin else func
+        if name in counts:
+            counts[name] += ncalls
+        if "epoll" in func:
+            area = "waiting in epoll"
+        elif "site-packages/" in filename:
+            area = filename.split("site-packages/")[1].split("/")[0]
+        elif "/gatekeeper/" in filename:
+            area = "gatekeeper"
+        elif filename == "~":
+            area = f"builtin {name}"
+        elif "/lib/python" in filename:
+            parent = Path(filename).parent.name
+            area = "stdlib " + (Path(filename).stem if parent.startswith("python") else parent)
+        else:
+            area = filename
+        by_area[area] = by_area.get(area, 0.0) + tottime
+    each = ", ".join(f"{counts[k] / PROFILE_CALLS:.1f} {what}" for k, what in PER_CALL.items())
+    areas = ", ".join(f"{k} {v:.2f} s" for k, v in sorted(by_area.items(), key=lambda kv: -kv[1])[:14])
+    return f"per call: {each}; own time by area (incl. start-up imports): {areas}"
 
 
 def profile_report(setup: Setup, servers: list[Server]) -> list[str]:
@@ -562,9 +598,11 @@ def profile_report(setup: Setup, servers: list[Server]) -> list[str]:
             continue
         buf = io.StringIO()
         stats = pstats.Stats(str(dumps[-1]), stream=buf)
+        lines.append(f"profile of the gatekeeper proxy, {server.key}, {PROFILE_CALLS} raw calls: {per_call(stats)}")
         stats.sort_stats("tottime").print_stats(25)
         stats.sort_stats("cumulative").print_stats(30)
-        lines.append(f"profile of the gatekeeper proxy, {server.key}, {PROFILE_CALLS} raw calls:\n{buf.getvalue()}")
+        stats.sort_stats("tottime").print_callers(r"to_thread.py:\d+\(run_sync\)")  # who hops to a thread
+        lines.append(buf.getvalue())
     return lines
 
 
