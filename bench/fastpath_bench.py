@@ -536,13 +536,14 @@ def figures(runs: list[Run], servers: list[Server], setup: Setup, skipped: list[
 
 
 PROFILE_CALLS = 2000  # enough that the calls, not the start-up, fill the profile
-PER_CALL = {  # function name (as pstats keys it) -> what it counts
-    "_run_once": "event-loop iterations",
-    "run_sync_in_worker_thread": "hops to a worker thread",
-    "receive": "stream receives",
-    "validate_python": "pydantic validate_python",
-    "validate_json": "pydantic validate_json",
-    "dump_json": "pydantic dump_json",
+# (end of the file name, function) -> what it counts; plain functions only, since cProfile counts
+# every resumption of a coroutine as another call
+PER_CALL = {
+    ("base_events.py", "_run_once"): "event-loop iterations",
+    ("~", "validate_json"): "pydantic validate_json",
+    ("~", "validate_python"): "pydantic validate_python",
+    ("json/__init__.py", "loads"): "json.loads",
+    ("~", "posix.write"): "os.write in the loop's thread",
 }
 
 
@@ -553,8 +554,9 @@ def per_call(stats: Any) -> str:
     for (filename, _line, func), (_cc, ncalls, tottime, _ct, _callers) in stats.stats.items():
         builtin = re.match(r"<(?:method|built-in method) '?([\w.]+)", func)
         name = builtin.group(1) if builtin else func
-        if name in counts:
-            counts[name] += ncalls
+        for end, fn in PER_CALL:
+            if name == fn and filename.endswith(end):
+                counts[end, fn] += ncalls
         if "epoll" in func:
             area = "waiting in epoll"
         elif "site-packages/" in filename:
