@@ -30,6 +30,9 @@ def test_bench_quick_runs_and_reports_every_figure(tmp_path: Path) -> None:
         "3. Reader.proposals pending",
         "4. verify_chain",
         "E1. edit proposals/s incl. diff",
+        "F1. notes raw gatekeeper ratio p50",
+        "F2. notes cold gatekeeper tools/list",
+        "F3. notes gatekeeper RSS after calls",
     ):
         assert figure in result.stdout
     locked = re.search(r'"database is locked" errors\s+(\d+)', result.stdout)
@@ -59,4 +62,5 @@ def test_bench_modules_import_the_harness_not_each_other() -> None:
     for name, imported in graph.items():
         if name != "run":
             assert imported <= {"harness", "bigdb"}, f"bench/{name}.py imports {sorted(imported)}"
-    assert graph["run"] >= {"write_bench", "audit_bench", "commit_bench", "proxy_bench", "review_bench"}
+    benches = {"write_bench", "audit_bench", "commit_bench", "proxy_bench", "review_bench", "fastpath_bench"}
+    assert graph["run"] >= benches
