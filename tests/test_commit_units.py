@@ -95,6 +95,21 @@ def test_outcomes_in_one_transaction_skip_those_already_recorded(store: Store, h
         store.record_commit_outcomes([{"proposal_id": pending, "outcome": "created"}])
 
 
+def test_an_id_repeated_in_one_batch_gets_one_intent_and_one_outcome(store: Store, home: Home) -> None:
+    """Found by tests/test_stateful.py: a third repeat of an id in one batch wrote a second intent
+    event, and a third repeat in an outcome batch hit the UNIQUE index (the whole batch failed)."""
+    add_reviewer(store)
+    a = approved(store, home, "notes/a.md")
+    assert store.record_commit_intents([a, a, a]) == {a: "existing"}
+    recorded = store.record_commit_outcomes([{"proposal_id": a, "outcome": "created"}] * 3)
+    assert recorded == {a: False}  # the last repeat's answer; the first wrote the one row
+    with Reader(home.db_path) as r:
+        assert len(r.events(kind="commit_intent")) == 1
+        assert len(r.events(kind="commit_outcome")) == 1
+        assert r.proposal(a)["status"] == "committed"  # type: ignore[index]
+        assert verify_chain(r).ok
+
+
 def test_queue_is_oldest_first_and_the_floor_skips_finished_history(store: Store, home: Home) -> None:
     add_reviewer(store)
     ids = [approved(store, home, f"notes/{i}.md") for i in range(4)]

@@ -46,7 +46,7 @@ class CommitRecords(Transactions):
                     states[pid] = "not approved"
                 elif row[3] is not None:
                     states[pid] = "done"
-                elif row[4] or states.get(pid) == "new":
+                elif row[4] or pid in states:  # a repeat in this batch: its intent is already written
                     states[pid] = "existing"
                 else:
                     tx.append_event(ev.COMMIT_INTENT, actor, {"path": row[0], "sha256": row[1]}, pid)
@@ -77,7 +77,7 @@ class CommitRecords(Transactions):
             for item in outcomes:
                 pid = item["proposal_id"]
                 verdict, outcome = state.get(pid, (None, None))
-                if outcome is not None or recorded.get(pid):
+                if outcome is not None or pid in recorded:  # a repeat in this batch is never written twice
                     recorded[pid] = False
                     continue
                 if verdict != "approved":
