@@ -23,9 +23,6 @@ cProfile of the Gatekeeper proxy process (a bench-side wrapper, not a product sw
 from __future__ import annotations
 
 import argparse
-import fcntl
-import io
-import json
 import os
 import re
 import shutil
@@ -35,297 +32,42 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
 
 import anyio
+from fastpath_setup import (
+    COLD_MARGIN_S,
+    FASTMCP_PACKAGE,
+    FASTMCP_VENV,
+    FULL_SIZES,
+    P50_RATIO,
+    P99_RATIO,
+    PROXIES,
+    PY,
+    QUICK_SIZES,
+    REPO,
+    RSS_MIB,
+    Launch,
+    RawClient,
+    Server,
+    Setup,
+    Sizes,
+    Skipped,
+    available,
+    ensure_fastmcp,
+    ensure_filesystem,
+    filesystem,
+    launch,
+    notes,
+    profile_report,
+    rss_mib,
+)
 from harness import FULL, QUICK, Figure, Report, log, make_home, p50, p99, print_table
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-
-REPO = Path(__file__).resolve().parent.parent
-BENCH = Path(__file__).resolve().parent
-PY = sys.executable
-CACHE = Path(os.environ.get("GATEKEEPER_PEERS_CACHE", REPO / ".cache"))
-FASTMCP_PACKAGE = "fastmcp==4.2.3"
-FASTMCP_VENV = CACHE / "fastmcp-venv"
-PROTOCOL = "2025-11-25"  # the filesystem server speaks only this one
-
-P50_RATIO, P99_RATIO, COLD_MARGIN_S, RSS_MIB = 1.2, 1.3, 0.3, 50.0
-VARIANTS = ("direct", "gatekeeper", "relay-poll", "relay-asyncio", "fastmcp")
-PROXIES = VARIANTS[1:]
-
-# FastMCP's own proxy, run by the venv's python: ``python -c FASTMCP_PROXY COMMAND ARGS...``.
-FASTMCP_PROXY = """
-import os, sys
-from fastmcp.client.transports import StdioTransport
-from fastmcp.server import create_proxy
-target = StdioTransport(command=sys.argv[1], args=sys.argv[2:], env=dict(os.environ))
-create_proxy(target, name="fastmcp-bench-proxy").run(transport="stdio", show_banner=False)
-"""
-
-# The Gatekeeper proxy under cProfile (``--profile`` only): stats dumped when the proxy returns.
-PROFILED = """
-import cProfile, runpy, sys
-out = sys.argv.pop(1)
-sys.argv[0] = "gatekeeper"
-prof = cProfile.Profile()
-prof.enable()
-try:
-    runpy.run_module("gatekeeper", run_name="__main__")
-except SystemExit:
-    pass
-finally:
-    prof.disable()
-    prof.dump_stats(out)
-"""
-
-
-@dataclass(frozen=True)
-class Sizes:
-    warmup: int
-    raw_calls: int  # timed calls per variant with the raw client
-    sdk_calls: int  # timed calls per variant with the SDK client
-    soak_calls: int  # total calls on each proxy before its resident memory is read again
-    cold_reps: int
-
-
-FULL_SIZES = Sizes(warmup=50, raw_calls=1000, sdk_calls=300, soak_calls=10_000, cold_reps=5)
-QUICK_SIZES = Sizes(warmup=5, raw_calls=60, sdk_calls=20, soak_calls=200, cold_reps=1)
-
-
-@dataclass
-class Skipped(Figure):
-    """A row that could not be measured: shown as ``skipped: <reason>``, never a failure."""
-
-    @property
-    def shown(self) -> str:
-        return f"skipped: {self.note.splitlines()[0][:70]}" if self.note else "skipped"
-
-
-# -- peers -----------------------------------------------------------------------------------------
-
-
-@contextmanager
-def _locked(name: str) -> Iterator[None]:
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-def ensure_fastmcp() -> Path | str:
-    """FastMCP's python in its own venv (installed once, pinned); else the reason it is missing."""
-    python = FASTMCP_VENV / "bin" / "python"
-    stamp = FASTMCP_VENV / ".installed"
-    with _locked("fastmcp-venv"):
-        if stamp.exists() and stamp.read_text().strip() == FASTMCP_PACKAGE:
-            return python
-        log(f"[fastpath] pip install {FASTMCP_PACKAGE} into {FASTMCP_VENV} ...")
-        for cmd in (
-            [PY, "-m", "venv", "--clear", str(FASTMCP_VENV)],
-            [str(python), "-m", "pip", "install", "--quiet", FASTMCP_PACKAGE],
-            [str(python), "-c", "import fastmcp.server, fastmcp.client.transports"],
-        ):
-            try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                return f"{FASTMCP_PACKAGE} not installed: {exc}"
-            if done.returncode != 0:
-                lines = [ln for ln in (done.stderr or done.stdout).splitlines() if not ln.startswith("WARNING")]
-                return f"{FASTMCP_PACKAGE} not installed: {(lines or ['no output'])[-1]}"
-        stamp.write_text(FASTMCP_PACKAGE + "\n")
-        return python
-
-
-def ensure_filesystem() -> Path | str:
-    """The reference filesystem server, through scripts/install_peers.py; else the reason."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import install_peers  # the project's one installer of interop peers
-
-        return install_peers.ensure_filesystem_server()
-    except Exception as exc:  # no npm, no registry: a skipped row, not a crashed bench
-        return f"{type(exc).__name__}: {exc}"
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
-
-
-# -- servers and variants --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Server:
-    """A downstream server: how to start it, its Gatekeeper policy entry, and the call to time."""
-
-    key: str
-    argv: list[str]
-    env: dict[str, str]
-    policy: str
-    tool: str
-    args: dict[str, Any]
-
-
-def notes(work: Path) -> Server:
-    ws = work / "notes-ws"
-    (ws / "notes").mkdir(parents=True, exist_ok=True)
-    (ws / "notes" / "small.md").write_text("# Small\n\nA short note, read again and again.\n" * 3)
-    policy = f"""
-  notes:
-    command: {PY}
-    args: ["-m", "gatekeeper.demo.notes_server", "{ws}"]
-    workspace: {ws}
-    env: {{PYTHONPATH: "{REPO}"}}
-    tools:
-      read_note: allow
-      list_notes: allow
-"""
-    argv = [PY, "-m", "gatekeeper.demo.notes_server", str(ws)]
-    return Server("notes", argv, {"PYTHONPATH": str(REPO)}, policy, "read_note", {"path": "notes/small.md"})
-
-
-def filesystem(work: Path, binary: Path) -> Server:
-    ws = (work / "fs-ws").resolve()
-    ws.mkdir(parents=True, exist_ok=True)
-    small = ws / "small.txt"
-    small.write_text("A short file, read again and again.\n" * 3)
-    policy = f"""
-  files:
-    command: {binary.resolve()}
-    args: ["{ws}"]
-    workspace: {ws}
-    tools:
-      read_text_file: allow
-"""
-    return Server("fs", [str(binary.resolve()), str(ws)], {}, policy, "read_text_file", {"path": str(small)})
-
-
-@dataclass(frozen=True)
-class Launch:
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str | None = None
-
-
-@dataclass
-class Setup:
-    """Where this run lives and what it could install."""
-
-    work: Path
-    home: Path
-    fastmcp: Path | str  # the venv's python, or why it is missing
-    profile_dir: Path | None = None
-
-
-def launch(variant: str, server: Server, setup: Setup) -> Launch:
-    """The command line of ``variant`` in front of ``server``."""
-    if variant == "direct":
-        return Launch(server.argv, server.env)
-    if variant == "gatekeeper":
-        policy = setup.work / f"policy-{server.key}.yaml"
-        policy.write_text("version: 1\nservers:\n" + server.policy)
-        env = {"GATEKEEPER_HOME": str(setup.home), "PYTHONPATH": str(REPO), "GATEKEEPER_START_TIMEOUT": "20"}
-        args = ["-m", "gatekeeper", "proxy", "--policy", str(policy)]
-        if setup.profile_dir is not None:
-            out = setup.profile_dir / f"gatekeeper-{server.key}-{time.monotonic_ns()}.prof"
-            return Launch([PY, "-c", PROFILED, str(out), *args[2:]], env, str(setup.work))
-        return Launch([PY, *args], env, str(setup.work))
-    if variant.startswith("relay-"):
-        return Launch([PY, str(BENCH / "relay.py"), variant.removeprefix("relay-"), "--", *server.argv], server.env)
-    if variant == "fastmcp" and isinstance(setup.fastmcp, Path):
-        return Launch([str(setup.fastmcp), "-c", FASTMCP_PROXY, *server.argv], server.env)
-    raise ValueError(f"no such variant here: {variant}")
-
-
-def available(setup: Setup) -> tuple[str, ...]:
-    return tuple(v for v in VARIANTS if v != "fastmcp" or isinstance(setup.fastmcp, Path))
-
-
-def rss_mib(pid: int) -> float:
-    """Resident memory of one process (not its children), MiB, from /proc."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
-
-
-# -- the raw JSON-RPC client -----------------------------------------------------------------------
-
-
-class RawClient:
-    """Lines to the process's stdin, lines from its stdout: the least a client can do per call."""
-
-    def __init__(self, spec: Launch, errlog: IO[str]) -> None:
-        self.started = time.perf_counter()
-        self.proc = subprocess.Popen(
-            spec.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=errlog,
-            env={**os.environ, **spec.env},
-            cwd=spec.cwd,
-        )
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
-        self.next_id = 0
-        self.calls = 0
-
-    def send(self, message: dict[str, Any]) -> None:
-        self.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
-        self.stdin.flush()
-
-    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Send one request and read until its answer (server requests get -32601, notifications skipped)."""
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        while True:
-            line = self.stdout.readline()
-            if not line:
-                raise RuntimeError(f"{method}: the process closed its stdout (exit {self.proc.poll()})")
-            msg = json.loads(line)
-            if "method" in msg:
-                if "id" in msg:
-                    self.send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "no"}})
-                continue
-            if msg.get("id") == self.next_id:
-                if "error" in msg:
-                    raise RuntimeError(f"{method} failed: {msg['error']}")
-                return msg["result"]
-
-    def handshake(self) -> tuple[float, float]:
-        """initialize, initialized, tools/list; seconds from spawn to each answer."""
-        self.request(
-            "initialize",
-            {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "fastpath-bench", "version": "1"}},
-        )
-        initialized = time.perf_counter() - self.started
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        tools = self.request("tools/list", {})
-        listed = time.perf_counter() - self.started
-        if not tools.get("tools"):
-            raise RuntimeError("tools/list answered with no tools")
-        return initialized, listed
-
-    def call(self, tool: str, args: dict[str, Any]) -> None:
-        self.calls += 1
-        result = self.request("tools/call", {"name": tool, "arguments": args})
-        if result.get("isError"):
-            raise RuntimeError(f"{tool} failed: {result.get('content')}")
-
-    def close(self) -> None:
-        self.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.stdout.close()
-
-
-# -- one run ---------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -533,79 +275,6 @@ def figures(runs: list[Run], servers: list[Server], setup: Setup, skipped: list[
     out.append(row("start-up: import proxy modules wall", "s"))
     out.append(row("start-up: import proxy modules (importtime)", "s"))
     return [*(f for f in out if f is not None), *skipped]
-
-
-PROFILE_CALLS = 2000  # enough that the calls, not the start-up, fill the profile
-# (end of the file name, function) -> what it counts; plain functions only, since cProfile counts
-# every resumption of a coroutine as another call
-PER_CALL = {
-    ("base_events.py", "_run_once"): "event-loop iterations",
-    ("~", "validate_json"): "pydantic validate_json",
-    ("~", "validate_python"): "pydantic validate_python",
-    ("json/__init__.py", "loads"): "json.loads",
-    ("~", "posix.write"): "os.write in the loop's thread",
-}
-
-
-def per_call(stats: Any) -> str:
-    """How often the proxy's main thread does each costly thing per call, and own time by package."""
-    counts = dict.fromkeys(PER_CALL, 0)
-    by_area: dict[str, float] = {}
-    for (filename, _line, func), (_cc, ncalls, tottime, _ct, _callers) in stats.stats.items():
-        builtin = re.match(r"<(?:method|built-in method) '?([\w.]+)", func)
-        name = builtin.group(1) if builtin else func
-        for end, fn in PER_CALL:
-            if name == fn and filename.endswith(end):
-                counts[end, fn] += ncalls
-        if "epoll" in func:
-            area = "waiting in epoll"
-        elif "site-packages/" in filename:
-            area = filename.split("site-packages/")[1].split("/")[0]
-        elif "/gatekeeper/" in filename:
-            area = "gatekeeper"
-        elif filename == "~":
-            area = f"builtin {name}"
-        elif "/lib/python" in filename:
-            parent = Path(filename).parent.name
-            area = "stdlib " + (Path(filename).stem if parent.startswith("python") else parent)
-        else:
-            area = filename
-        by_area[area] = by_area.get(area, 0.0) + tottime
-    each = ", ".join(f"{counts[k] / PROFILE_CALLS:.1f} {what}" for k, what in PER_CALL.items())
-    areas = ", ".join(f"{k} {v:.2f} s" for k, v in sorted(by_area.items(), key=lambda kv: -kv[1])[:14])
-    return f"per call: {each}; own time by area (incl. start-up imports): {areas}"
-
-
-def profile_report(setup: Setup, servers: list[Server]) -> list[str]:
-    """Raw calls through the Gatekeeper proxy under cProfile (its main thread: the event loop);
-    the top functions by own time and by cumulative time."""
-    import pstats
-
-    assert setup.profile_dir is not None
-    lines = []
-    for server in servers:
-        for old in setup.profile_dir.glob("*.prof"):
-            old.unlink()
-        with open(setup.work / "profile.err", "a", encoding="utf-8") as err:
-            client = RawClient(launch("gatekeeper", server, setup), err)
-            try:
-                client.handshake()
-                for _ in range(PROFILE_CALLS):
-                    client.call(server.tool, server.args)
-            finally:
-                client.close()
-        dumps = sorted(setup.profile_dir.glob("*.prof"))
-        if not dumps:
-            lines.append(f"profile {server.key}: no stats written (the proxy did not return normally)")
-            continue
-        buf = io.StringIO()
-        stats = pstats.Stats(str(dumps[-1]), stream=buf)
-        lines.append(f"profile of the gatekeeper proxy, {server.key}, {PROFILE_CALLS} raw calls: {per_call(stats)}")
-        stats.sort_stats("tottime").print_stats(25)
-        stats.sort_stats("cumulative").print_stats(30)
-        stats.sort_stats("tottime").print_callers(r"to_thread.py:\d+\(run_sync\)")  # who hops to a thread
-        lines.append(buf.getvalue())
-    return lines
 
 
 def run_in(base: Path, sizes: Sizes, runs: int, profile: bool) -> tuple[list[Figure], list[str]]:

@@ -59,8 +59,11 @@ def test_bench_modules_import_the_harness_not_each_other() -> None:
     graph = {name: _bench_imports(path, set(modules) - {name}) for name, path in modules.items()}
     assert graph["harness"] == set()
     assert graph["bigdb"] == {"harness"}
+    assert graph["fastpath_setup"] == {"harness"}
     for name, imported in graph.items():
         if name != "run":
-            assert imported <= {"harness", "bigdb"}, f"bench/{name}.py imports {sorted(imported)}"
+            # fastpath_bench's launchers and raw client live beside it (a module stays under 400 lines)
+            extra = {"fastpath_setup"} if name == "fastpath_bench" else set()
+            assert imported <= {"harness", "bigdb"} | extra, f"bench/{name}.py imports {sorted(imported)}"
     benches = {"write_bench", "audit_bench", "commit_bench", "proxy_bench", "review_bench", "fastpath_bench"}
     assert graph["run"] >= benches
