@@ -132,10 +132,11 @@ def test_known_revisions_match_the_migration_scripts() -> None:
 
 
 def test_pragmas_on_every_connection(store: Store) -> None:
-    with store.writer.connect() as conn:
-        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
-        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
-        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 5000
+    with store.writer.connection() as conn:
+        assert conn.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+        assert conn.execute("PRAGMA foreign_keys").fetchone() == (1,)
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
 def test_newer_schema_is_refused(home: Home) -> None:
