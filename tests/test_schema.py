@@ -11,6 +11,7 @@ import pytest
 from gatekeeper.errors import SchemaTooNew, SchemaTooOld
 from gatekeeper.home import Home
 from gatekeeper.resources import migrations_dir
+from gatekeeper.store import events as ev
 from gatekeeper.store import migrate
 from gatekeeper.store.schema import SQLModel
 from gatekeeper.store.store import Store
@@ -217,3 +218,17 @@ def test_upgrade_from_0003_keeps_proposals_and_leaves_their_real_workspace_unkno
     assert conn.execute("SELECT id, workspace, workspace_real FROM proposal").fetchall() == [("01OLD", "/ws", None)]
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
         conn.execute("UPDATE proposal SET workspace_real = '/elsewhere'")
+
+
+def test_writer_pool_keeps_one_connection_and_never_hands_one_on_mid_transaction(store: Store) -> None:
+    pool = store.writer
+    with pool.connection() as first, pool.connection() as second:  # two users at once: two connections
+        assert first is not second
+    with pool.connection() as kept:
+        assert kept is second  # the first one returned is kept open; the other was closed
+        kept.execute("BEGIN IMMEDIATE")  # left open, as a COMMIT that failed would leave it
+    with pytest.raises(sqlite3.ProgrammingError):
+        first.execute("SELECT 1")
+    with pool.connection() as again:
+        assert again is kept and not again.in_transaction  # rolled back before it was handed on
+    store.append_event(ev.INIT, "test")  # and the write lock was released: a write goes through
