@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from gatekeeper.canonical import format_ts, sha256_hex, utc_now
 from gatekeeper.commit.reading import Found
 from gatekeeper.errors import Conflict
-from gatekeeper.store.schema import DONE_OUTCOMES
 from gatekeeper.store.store import ProposalDraft
+from gatekeeper.store.values import DONE_OUTCOMES
 
 if TYPE_CHECKING:
     from gatekeeper.policy import Policy

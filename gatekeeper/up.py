@@ -22,7 +22,7 @@ from gatekeeper.home import Home
 from gatekeeper.store import events as ev
 from gatekeeper.store.follow import Follower
 from gatekeeper.store.queries import Reader
-from gatekeeper.store.schema import DONE_OUTCOMES
+from gatekeeper.store.values import DONE_OUTCOMES
 
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
 

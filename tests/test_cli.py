@@ -584,7 +584,10 @@ def test_every_command_that_reads_a_policy_shares_one_policy_option() -> None:
 
     def commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
         out: list[tuple[str, click.Command]] = []
-        for name, command in group.commands.items():
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):  # the API, not group.commands: subcommands load lazily
+            command = group.get_command(ctx, name)
+            assert command is not None, name
             out.append((prefix + name, command))
             if isinstance(command, click.Group):
                 out += commands(command, prefix + name + " ")

@@ -11,6 +11,7 @@ import pytest
 from gatekeeper.errors import SchemaTooNew, SchemaTooOld
 from gatekeeper.home import Home
 from gatekeeper.resources import migrations_dir
+from gatekeeper.store import events as ev
 from gatekeeper.store import migrate
 from gatekeeper.store.schema import SQLModel
 from gatekeeper.store.store import Store
@@ -132,10 +133,11 @@ def test_known_revisions_match_the_migration_scripts() -> None:
 
 
 def test_pragmas_on_every_connection(store: Store) -> None:
-    with store.writer.connect() as conn:
-        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
-        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
-        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 5000
+    with store.writer.connection() as conn:
+        assert conn.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+        assert conn.execute("PRAGMA foreign_keys").fetchone() == (1,)
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
 def test_newer_schema_is_refused(home: Home) -> None:
@@ -216,3 +218,17 @@ def test_upgrade_from_0003_keeps_proposals_and_leaves_their_real_workspace_unkno
     assert conn.execute("SELECT id, workspace, workspace_real FROM proposal").fetchall() == [("01OLD", "/ws", None)]
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
         conn.execute("UPDATE proposal SET workspace_real = '/elsewhere'")
+
+
+def test_writer_pool_keeps_one_connection_and_never_hands_one_on_mid_transaction(store: Store) -> None:
+    pool = store.writer
+    with pool.connection() as first, pool.connection() as second:  # two users at once: two connections
+        assert first is not second
+    with pool.connection() as kept:
+        assert kept is second  # the first one returned is kept open; the other was closed
+        kept.execute("BEGIN IMMEDIATE")  # left open, as a COMMIT that failed would leave it
+    with pytest.raises(sqlite3.ProgrammingError):
+        first.execute("SELECT 1")
+    with pool.connection() as again:
+        assert again is kept and not again.in_transaction  # rolled back before it was handed on
+    store.append_event(ev.INIT, "test")  # and the write lock was released: a write goes through

@@ -5,12 +5,14 @@ Every command runs under ``PRIVATE_UMASK`` (0o077): the proxy, review page, comm
 and its children, ``init`` and ``audit`` all may create files in the home (the database's
 ``-wal`` and ``-shm``, logs, ``commit.lock``), and each must be private from its first byte.
 
-Each subcommand module imports only what it runs, so ``gatekeeper proxy`` never pays for
-FastAPI and ``gatekeeper audit`` never loads Alembic.
+Each subcommand module imports only what it runs, and is itself imported only when its command
+runs (``LAZY``), so ``gatekeeper proxy`` never pays for FastAPI, rich or the other commands, and
+``gatekeeper audit`` never loads Alembic.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from typing import Any
@@ -18,14 +20,40 @@ from typing import Any
 import click
 
 from gatekeeper import __version__
-from gatekeeper.cli import admin, audit, commit_cmd, host_cmd, policy_cmd, proxy_cmd, revert_cmd, review_cmd, up_cmd
 from gatekeeper.cli.context import Ctx
 from gatekeeper.errors import GatekeeperError
 from gatekeeper.home import go_private
 
+# command name -> (module in gatekeeper.cli, attribute): imported on first use
+LAZY: dict[str, tuple[str, str]] = {
+    "init": ("admin", "init"),
+    "db": ("admin", "db"),
+    "audit": ("audit", "audit"),
+    "policy": ("policy_cmd", "policy"),
+    "proxy": ("proxy_cmd", "proxy"),
+    "review": ("review_cmd", "review"),
+    "reviewer": ("review_cmd", "reviewer"),
+    "host-config": ("host_cmd", "host_config"),
+    "commit": ("commit_cmd", "commit"),
+    "revert": ("revert_cmd", "revert"),
+    "up": ("up_cmd", "up"),
+}
+
 
 class Group(click.Group):
-    """Turns a ``GatekeeperError`` anywhere below into ``Error: ...`` and its exit code."""
+    """Turns a ``GatekeeperError`` anywhere below into ``Error: ...`` and its exit code, and
+    imports a subcommand's module only when that command is looked up."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in LAZY:
+            module, attr = LAZY[cmd_name]
+            command = getattr(importlib.import_module(f"gatekeeper.cli.{module}"), attr)
+            assert isinstance(command, click.Command) and command.name == cmd_name, cmd_name
+            self.add_command(command)
+        return self.commands.get(cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -51,19 +79,6 @@ def cli(ctx: click.Context, home: str | None) -> None:
     previous = go_private()
     ctx.call_on_close(lambda: os.umask(previous))  # for in-process callers (tests); a process just exits
     ctx.obj = Ctx(home)
-
-
-cli.add_command(admin.init)
-cli.add_command(admin.db)
-cli.add_command(audit.audit)
-cli.add_command(policy_cmd.policy)
-cli.add_command(proxy_cmd.proxy)
-cli.add_command(review_cmd.review)
-cli.add_command(review_cmd.reviewer)
-cli.add_command(host_cmd.host_config)
-cli.add_command(commit_cmd.commit)
-cli.add_command(revert_cmd.revert)
-cli.add_command(up_cmd.up)
 
 
 def main() -> None:

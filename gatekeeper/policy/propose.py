@@ -17,13 +17,12 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from jinja2 import TemplateSyntaxError
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
 from gatekeeper.policy.globs import glob_match
 from gatekeeper.policy.messages import fail
 from gatekeeper.policy.scalars import Bytes, Duration, FileMode, Glob, NonEmpty
-from gatekeeper.policy.templating import compile_template, render_template
+from gatekeeper.policy.templating import render_template, syntax_error
 
 __all__ = ["DEFAULT_EXPIRES_AFTER", "DEFAULT_MAX_BYTES", "MODES", "NEW_FILE_MODE", "Edits", "Mode", "Propose", "Source"]
 
@@ -46,11 +45,8 @@ class Source(BaseModel):
     @field_validator("template")
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                compile_template(value)
-            except TemplateSyntaxError as exc:
-                fail(f"template syntax error: {exc.message} (template line {exc.lineno})")
+        if value is not None and (problem := syntax_error(value)) is not None:
+            fail(f"template syntax error: {problem}")
         return value
 
     @model_validator(mode="after")

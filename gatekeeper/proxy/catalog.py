@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mcp import types
+import mcp_types as types  # the wire types alone, not the SDK's transports
 
 from gatekeeper.canonical import canonical_json, sha256_hex
 from gatekeeper.policy import RESERVED_TOOL, Policy, ToolRule

@@ -6,14 +6,16 @@ result once: never a loop. What the host answers to the elicitation is never an 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import mcp_types as types  # the wire types alone, not the SDK's transports
 from itsdangerous import BadSignature, URLSafeTimedSerializer
-from mcp import types
-from mcp.server import ServerRequestContext
-from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from gatekeeper.proxy.status import wait_for_outcome
+
+if TYPE_CHECKING:
+    from mcp.server import ServerRequestContext  # annotations only: the SDK loads with the server
 
 STATE_MAX_AGE = 7 * 24 * 3600  # answered within a proposal's usual lifetime
 RESUME_WAIT = 15.0  # on a retry, an approved proposal gets this long to be committed

@@ -11,10 +11,9 @@ nowhere. Nothing here writes a workspace file.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp import types
-from mcp.server import ServerRequestContext
+import mcp_types as types  # the wire types alone, not the SDK's transports
 
 from gatekeeper import changes
 from gatekeeper.canonical import sha256_hex
@@ -29,6 +28,9 @@ from gatekeeper.proxy.handoff import HandOff
 from gatekeeper.proxy.status import final_result, read_proposal, tool_error, wait_for_outcome
 from gatekeeper.store import events as ev
 from gatekeeper.store.bounded import bounded
+
+if TYPE_CHECKING:
+    from mcp.server import ServerRequestContext  # annotations only: the SDK loads with the server
 
 WAITING_MESSAGE = "waiting for a person to review the proposal"
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from mcp import types
+import mcp_types as types  # the wire types alone, not the SDK's transports
 
 from gatekeeper.canonical import parse_ts, utc_now
 from gatekeeper.store.follow import Changes

@@ -9,8 +9,8 @@ from typing import Any
 from gatekeeper.canonical import now_ts
 from gatekeeper.errors import Conflict, InvalidInput
 from gatekeeper.store import events as ev
-from gatekeeper.store.schema import OUTCOMES
 from gatekeeper.store.tx import Transactions, Tx
+from gatekeeper.store.values import OUTCOMES
 
 CHUNK = 500  # ids per IN (...): under SQLite's bound-parameter limit
 

@@ -1,4 +1,5 @@
 """The tables, as SQLModel classes. Migrations in ``migrations/`` create them; this mirrors them.
+Only migrations and tests import it: the store itself writes with plain sqlite3.
 
 Audit-bearing tables (proposal, decision, commit_record, audit_event) are append-only:
 triggers refuse UPDATE and DELETE. A proposal's status is derived from which rows exist.
@@ -10,10 +11,7 @@ from __future__ import annotations
 from sqlalchemy import Index
 from sqlmodel import Field, SQLModel
 
-VERDICTS = ("approved", "rejected")
-MODES = ("create", "replace", "append", "edit", "delete")
-OUTCOMES = ("created", "applied", "deleted", "conflict", "refused", "failed")
-DONE_OUTCOMES = ("created", "applied", "deleted")  # the proposal's change is on disk: status 'committed'
+# The values some columns may hold are in ``values`` (the writers need them without SQLModel).
 
 
 class Proposal(SQLModel, table=True):

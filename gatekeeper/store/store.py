@@ -19,10 +19,20 @@ from gatekeeper.store import events as ev
 from gatekeeper.store.bounded import bounded
 from gatekeeper.store.commits import CommitRecords
 from gatekeeper.store.pins import ToolPins
-from gatekeeper.store.schema import MODES, VERDICTS, Reviewer
 from gatekeeper.store.tx import Event, Tx
+from gatekeeper.store.values import MODES, VERDICTS
 
 __all__ = ["Event", "ProposalDraft", "Proposed", "Store", "Tx"]
+
+
+@dataclass(frozen=True)
+class Reviewer:
+    """A row of ``reviewer``: a plain record, so the store needs no SQLModel class to return it."""
+
+    name: str
+    password_hash: str
+    created_at: str
+    disabled_at: str | None = None  # once set, final
 
 
 @dataclass(frozen=True)

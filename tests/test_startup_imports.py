@@ -1,0 +1,192 @@
+"""What ``gatekeeper proxy`` loads: a structural guard on its import graph, not a timing.
+
+The real proxy runs in front of the real notes server, answers a raw initialize, tools/list and a
+read, then ends at stdin EOF; an ``atexit`` hook in that process writes down every module loaded
+and, for each watched package, which module imported it. The proxy must start fast (issue 12), so
+the store writes with sqlite3 (no SQLAlchemy), the ``proxy`` command loads no other command and no
+rich, and Jinja2 loads only for a policy with a template.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from gatekeeper.home import Home
+from tests.helpers import line_queue, next_line, wait_until
+from tests.proxy_support import REPO
+
+# Never in the proxy's process: the store's ORM and migrations, the review page, rich, Jinja2
+# (the policy below has no template), and every command module but ``proxy``.
+NEVER = (
+    "sqlalchemy",
+    "sqlmodel",
+    "alembic",
+    "rich",
+    "fastapi",
+    "jinja2",
+    "gatekeeper.review",
+    "gatekeeper.store.schema",
+    "gatekeeper.store.engine",
+    "gatekeeper.store.migrate",
+    *(f"gatekeeper.cli.{m}" for m in ("admin", "audit", "commit_cmd", "host_cmd", "policy_cmd", "review_cmd")),
+    *(f"gatekeeper.cli.{m}" for m in ("revert_cmd", "up_cmd", "output")),
+)
+# HTTP server and client stacks: Gatekeeper itself never imports them. Today the mcp SDK's package
+# ``__init__`` pulls them in whatever submodule is imported (it imports ``Client``, whose in-memory
+# transport imports ``mcp.server`` and with it the HTTP transports), so they may appear, but only
+# with an ``mcp`` module between Gatekeeper and them.
+NOT_BY_GATEKEEPER = ("starlette", "uvicorn", "httpx", "httpx2", "sse_starlette", "cryptography", "opentelemetry")
+
+WATCH = """
+import atexit, json, runpy, sys
+
+out, policy = sys.argv[1], sys.argv[2]
+watched = set(json.loads(sys.argv[3]))
+importers = {}
+
+
+def importer_chain():
+    '''Modules on the stack, innermost first, without the import machinery and this file.'''
+    chain, frame = [], sys._getframe(2)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if not name.startswith(("importlib", "_frozen_importlib", "runpy")) and name != "__main__":
+            if not chain or chain[-1] != name:
+                chain.append(name)
+        frame = frame.f_back
+    return chain
+
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name in watched and name not in importers:
+            importers[name] = importer_chain()
+        return None
+
+
+sys.meta_path.insert(0, Watch())
+atexit.register(lambda: json.dump({"modules": sorted(sys.modules), "importers": importers}, open(out, "w")))
+sys.argv = ["gatekeeper", "proxy", "--policy", policy]
+runpy.run_module("gatekeeper", run_name="__main__", alter_sys=True)
+"""
+
+
+def _policy(tmp: Path) -> Path:
+    workspace = tmp / "workspace"
+    (workspace / "notes").mkdir(parents=True)
+    (workspace / "notes" / "a.md").write_text("hello\n")
+    policy = tmp / "policy.yaml"
+    policy.write_text(
+        textwrap.dedent(f"""
+        version: 1
+        servers:
+          notes:
+            command: {sys.executable}
+            args: ["-m", "gatekeeper.demo.notes_server", "{workspace}"]
+            workspace: {workspace}
+            env: {{PYTHONPATH: "{REPO}"}}
+            tools:
+              read_note: allow
+              create_note:
+                propose:
+                  path: {{arg: title}}
+                  content: {{arg: body}}
+        """)
+    )
+    return policy
+
+
+def _run_proxy(tmp: Path, home: Home, watched: list[str]) -> dict[str, Any]:
+    """Run the proxy through one handshake, a tools/list and a read; what it had loaded at exit."""
+    out = tmp / "imports.json"
+    env = {"GATEKEEPER_HOME": str(home.path), "PYTHONPATH": str(REPO), "GATEKEEPER_START_TIMEOUT": "20"}
+    with open(tmp / "stderr.log", "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WATCH, str(out), str(_policy(tmp)), json.dumps(watched)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env={**env, "PATH": "/usr/bin:/bin"},
+            cwd=tmp,
+            text=True,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        lines = line_queue(proc.stdout)
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+        messages: list[dict[str, Any]] = [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "read_note", "arguments": {}}},
+        ]
+        answers: dict[int, dict[str, Any]] = {}
+        for message in messages:
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+            while "id" in message and message["id"] not in answers:  # each answer before the next request
+                answer = json.loads(next_line(lines, 30, f"the answer to {message['method']}"))
+                if "id" in answer:
+                    answers[answer["id"]] = answer
+        proc.stdin.close()  # stdin EOF: the proxy ends its child and exits normally (atexit runs)
+        assert proc.wait(timeout=30) == 0, (tmp / "stderr.log").read_text()[-2000:]
+    tools = [t["name"] for t in answers[2]["result"]["tools"]]
+    assert tools == ["read_note", "create_note", "gatekeeper_proposal_status"]
+    assert "result" in answers[3] or "error" in answers[3]  # answered, whatever the note server says
+    wait_until(out.exists, 10, "the import record")
+    loaded: dict[str, Any] = json.loads(out.read_text())
+    return loaded
+
+
+def test_the_proxy_loads_no_orm_no_other_command_no_rich_no_jinja(tmp_path: Path, home: Home) -> None:
+    loaded = _run_proxy(tmp_path, home, [*NEVER, *NOT_BY_GATEKEEPER])
+    modules = set(loaded["modules"])
+    assert "gatekeeper.cli.proxy_cmd" in modules and "gatekeeper.store.store" in modules  # it did run
+    present = {name: loaded["importers"].get(name, ["?"])[:6] for name in NEVER if name in modules}
+    assert present == {}, f"imported by (innermost first): {present}"
+
+
+def test_http_stacks_only_come_through_the_mcp_sdk(tmp_path: Path, home: Home) -> None:
+    loaded = _run_proxy(tmp_path, home, list(NOT_BY_GATEKEEPER))
+    direct = {}
+    for name in NOT_BY_GATEKEEPER:
+        chain: list[str] = loaded["importers"].get(name, [])
+        # innermost gatekeeper module on the stack, and what it was importing when this loaded
+        at = next((i for i, m in enumerate(chain) if m.split(".")[0] == "gatekeeper"), None)
+        if at is not None and (at == 0 or chain[at - 1].split(".")[0] not in ("mcp", "mcp_types")):
+            direct[name] = chain[: at + 1]
+    assert direct == {}, f"Gatekeeper imports these itself, not through the SDK: {direct}"
+
+
+# The proxy's own domain: policy, store, proposals, catalog, status, hand-off. They speak MCP's wire
+# types (``mcp_types``) but need none of the SDK's transports, so a proxy that carries the bytes
+# itself can drop the ``mcp`` package (~30 MiB, ~0.1-0.2 s) without touching them.
+DOMAIN = (
+    "gatekeeper.policy",
+    "gatekeeper.store.store",
+    "gatekeeper.store.refusals",
+    "gatekeeper.proxy.audit",
+    "gatekeeper.proxy.catalog",
+    "gatekeeper.proxy.status",
+    "gatekeeper.proxy.handoff",
+    "gatekeeper.proxy.intake",
+    "gatekeeper.proxy.proposing",
+)
+
+
+def test_the_proxy_domain_needs_only_the_wire_types_not_the_sdk() -> None:
+    code = (
+        f"import sys, json\nimport {', '.join(DOMAIN)}\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": str(REPO)}, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = set(json.loads(done.stdout))
+    assert "mcp_types" in loaded  # it did import the domain
+    assert loaded & {"mcp", "sqlalchemy", "sqlmodel", "jinja2", "rich", "starlette", "httpx", "httpx2"} == set()
