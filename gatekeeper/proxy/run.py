@@ -54,8 +54,8 @@ def expected_warnings() -> None:
 
 
 def serve_stdio(policy: Policy, home: Home, *, mode: str = "auto") -> None:
+    from gatekeeper.proxy.hostio import host_stdio
     from gatekeeper.proxy.server import Proxy
-    from gatekeeper.proxy.wire import filtered_stdio
 
     _logging(home)
     expected_warnings()
@@ -64,7 +64,8 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "auto") -> None:
         proxy = Proxy(policy, home, mode=mode)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_end_on_signal, proxy)
-            async with filtered_stdio(proxy.wire_refused, proxy.line_limit()) as (read, write):
+            async with host_stdio(proxy.wire_refused, proxy.line_limit(), proxy.fast.host_line) as (read, write, out):
+                proxy.fast.attach(out)
                 sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)
                 # Returns at stdin EOF; leaving its lifespan ends the children (proxy/child.py).
                 await proxy.server.run(read, write, proxy.initialization_options())

@@ -1,0 +1,300 @@
+"""Allowed ``tools/call`` requests forwarded as raw JSON-RPC, past the SDK server and client.
+
+Today's path parses the host's line into pydantic models, runs the SDK server's handler, sends
+the call through the SDK client (which validates the child's result against the tool's output
+schema), and serialises everything again on the way back. For a call the policy simply allows,
+none of that changes what the host gets, so the line is parsed once (orjson), its id is remapped
+to one of ours (``gatekeeper-fast-N``: the SDK client's ids toward a child are integers, so the
+two never collide), the tool's name is rewritten to the child's, and the line goes to the
+child's stdin. The child's answer goes back with the host's id restored, otherwise byte for
+byte. Progress for the call and the host's cancellation are remapped the same way; log
+notifications still reach the host through the SDK client (``Proxy._on_child_log``).
+
+The routing decision is the one ``Proxy._call_tool`` makes (``Proxy.fast_route``): anything
+that is not a plain allowed call to a healthy, listed, pinned tool takes the SDK path, as does
+anything this module cannot handle byte-exactly (a big integer orjson would round, a host on
+2026-07-28 whose envelope the SDK server owns, a congested pipe, a duplicate id).
+
+A host on 2025-11-25 in front of a child on 2026-07-28 gets the small rewrite the SDK pair did:
+the request gains the SDK client's envelope (its own stamp function), the result loses the
+later revision's fields and the child's serverInfo stamp.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from mcp import types
+from mcp.types import SERVER_INFO_META_KEY
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+
+from gatekeeper.proxy import wire
+from gatekeeper.proxy.child import ChildPipe
+from gatekeeper.proxy.status import tool_error
+
+if TYPE_CHECKING:
+    from gatekeeper.proxy.downstream import Downstream
+    from gatekeeper.proxy.hostio import HostOut
+    from gatekeeper.proxy.server import Proxy
+
+log = logging.getLogger("gatekeeper.proxy.fast")
+
+ID_PREFIX = "gatekeeper-fast-"
+_ID_BYTES = ID_PREFIX.encode()
+_CLOSED = "Connection closed"  # the SDK client's words for a child gone mid-call (proxy/downstream.py)
+_BIG_NUMBER = re.compile(rb"[0-9]{19}")  # orjson rounds integers beyond 64 bits to floats: not ours to take
+_ID_FIELD = re.compile(rb'("id"\s*:\s*)"' + re.escape(_ID_BYTES) + rb'[0-9]+"')
+
+
+@dataclass(frozen=True)
+class ChildView:
+    """A live SDK client's era as raw forwarding sees it, toward one host version."""
+
+    client: Any
+    host_version: str
+    usable: bool  # False: the SDK pair translates something this module does not
+    modern: bool  # the child speaks 2026-07-28: requests carry the SDK client's envelope
+    stamp: Callable[[dict[str, Any]], None]
+    foreign: frozenset[str] | None  # fields a 2025 host must not get from a 2026 child's result
+
+    @classmethod
+    def of(cls, client: Any, host_version: str) -> ChildView:
+        version = client.protocol_version
+        if version not in MODERN_PROTOCOL_VERSIONS:
+            # Two handshake-era revisions may differ in result shape: only the same one is raw.
+            return cls(client, host_version, version == host_version, False, _no_stamp, None)
+        stamp = getattr(getattr(client, "session", None), "_stamp", None)  # the SDK client's own envelope
+        try:
+            from mcp.client.session import _later_revision_fields
+
+            foreign = frozenset(_later_revision_fields("tools/call", host_version))
+        except (ImportError, KeyError):
+            stamp = None
+        if stamp is None or host_version in MODERN_PROTOCOL_VERSIONS:
+            return cls(client, host_version, False, True, _no_stamp, None)
+        return cls(client, host_version, True, True, lambda data: stamp(data, {}), foreign)
+
+
+def _no_stamp(data: dict[str, Any]) -> None:
+    return None
+
+
+@dataclass
+class Pending:
+    """One fast call the child has not answered yet."""
+
+    host_id: str | int
+    progress_token: Any  # the host's, or None
+    downstream: Downstream
+    pipe: ChildPipe
+    reshape: frozenset[str] | None  # fields to drop for a 2025 host when the child speaks 2026 (else None)
+
+
+class FastPath:
+    """The table of fast calls in flight, and the two directions of their bytes."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+        self.out: HostOut | None = None
+        self.pending: dict[str, Pending] = {}  # our id -> the call
+        self.by_host: dict[tuple[type, str | int], str] = {}  # host id -> our id
+        self._next = 0
+        self.taken = 0  # calls that went this way (tests and the bench read it from the log)
+
+    def attach(self, out: HostOut) -> None:
+        self.out = out
+
+    # -- host -> child ----------------------------------------------------------------------------
+
+    def host_line(self, line: bytes) -> bool:
+        """Take the line if it is an allowed call (or a cancellation of one); False: the SDK's."""
+        out = self.out
+        if out is None or out.congested:
+            return False
+        if b'"tools/call"' in line:
+            return self._call(line)
+        if b'"notifications/cancelled"' in line and self.by_host:
+            return self._cancel(line)
+        return False
+
+    def _call(self, line: bytes) -> bool:
+        if _BIG_NUMBER.search(line):
+            return False
+        message = _loads(line)
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or message.get("method") != "tools/call":
+            return False
+        host_id = message.get("id")
+        if not _valid_id(host_id) or (type(host_id), host_id) in self.by_host:
+            return False
+        params = message.get("params")
+        if not isinstance(params, dict) or not isinstance(name := params.get("name"), str):
+            return False
+        arguments = params.get("arguments")
+        meta = params.get("_meta")
+        if ("arguments" in params and not isinstance(arguments, dict)) or (
+            "_meta" in params and not isinstance(meta, dict)
+        ):
+            return False
+        if wire._depth(params) + 1 > wire.MAX_DEPTH:
+            return False  # the SDK path refuses it with the usual message
+        target = self.proxy.fast_route(name, meta)
+        if target is None:
+            return False
+        downstream, tool, pipe, client = target
+        ours = f"{ID_PREFIX}{self._next}"
+        forwarded_meta = {k: v for k, v in (meta or {}).items() if k != "progressToken"}  # no envelope: see fast_route
+        token = (meta or {}).get("progressToken")
+        if token is not None:
+            forwarded_meta["progressToken"] = ours
+        out_params: dict[str, Any] = {"name": tool}
+        if "arguments" in params and arguments is not None:
+            out_params["arguments"] = arguments
+        if forwarded_meta:
+            out_params["_meta"] = forwarded_meta
+        request: dict[str, Any] = {"jsonrpc": "2.0", "id": ours, "method": "tools/call", "params": out_params}
+        client.stamp(request)
+        reshape = client.foreign
+        if not pipe.write(orjson.dumps(request) + b"\n"):
+            return False
+        self._next += 1
+        pipe.tap = self.child_line
+        pipe.on_end = self.child_ended
+        self.pending[ours] = Pending(host_id, token, downstream, pipe, reshape)
+        self.by_host[(type(host_id), host_id)] = ours
+        self.taken += 1
+        return True
+
+    def _cancel(self, line: bytes) -> bool:
+        message = _loads(line)
+        if not isinstance(message, dict) or message.get("method") != "notifications/cancelled" or "id" in message:
+            return False
+        params = message.get("params")
+        host_id = params.get("requestId") if isinstance(params, dict) else None
+        if not _valid_id(host_id) or (key := (type(host_id), host_id)) not in self.by_host:
+            return False
+        ours = self.by_host.pop(key)
+        call = self.pending.pop(ours)
+        notice: dict[str, Any] = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": ours}}
+        if isinstance(reason := params.get("reason"), str):  # type: ignore[union-attr]
+            notice["params"]["reason"] = reason
+        client = self.proxy.fast_client(call.downstream)
+        if client is not None:
+            client.stamp(notice)
+        call.pipe.write(orjson.dumps(notice) + b"\n")  # a late answer to it is dropped (child_line)
+        return True
+
+    # -- child -> host ----------------------------------------------------------------------------
+
+    def child_line(self, line: bytes) -> bool:
+        """Take the child's line if it answers or reports on a fast call; False: the SDK client's."""
+        if _ID_BYTES not in line:
+            return False
+        message = _loads(line)
+        if not isinstance(message, dict):
+            return False
+        ours = message.get("id")
+        if "method" not in message and isinstance(ours, str) and ours.startswith(ID_PREFIX):
+            call = self.pending.pop(ours, None)
+            if call is None:
+                return True  # the answer to a call the host cancelled: nobody waits for it
+            self.by_host.pop((type(call.host_id), call.host_id), None)
+            self._answer(line, message, call)
+            return True
+        if message.get("method") == "notifications/progress":
+            params = message.get("params")
+            token = params.get("progressToken") if isinstance(params, dict) else None
+            call = self.pending.get(token) if isinstance(token, str) else None
+            if call is None or params is None:
+                return False
+            params["progressToken"] = call.progress_token
+            params.pop("_meta", None)
+            self._write({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+            return True
+        return False
+
+    def _answer(self, line: bytes, message: dict[str, Any], call: Pending) -> None:
+        result = message.get("result")
+        meta = result.get("_meta") if isinstance(result, dict) else None
+        stamped = isinstance(meta, dict) and SERVER_INFO_META_KEY in meta
+        if call.reshape is None and not stamped:
+            host_id = orjson.dumps(call.host_id)
+            restored, count = _ID_FIELD.subn(lambda m: m.group(1) + host_id, line, count=2)
+            if count == 1:
+                self._raw(restored)
+                return
+        if _BIG_NUMBER.search(line):
+            message = json.loads(line)  # exact integers; orjson would have rounded them
+            result = message.get("result")
+        message["id"] = call.host_id
+        if isinstance(result, dict):
+            if stamped or isinstance(result.get("_meta"), dict):
+                meta = {k: v for k, v in result.get("_meta", {}).items() if k != SERVER_INFO_META_KEY}
+                if meta:
+                    result["_meta"] = meta
+                else:
+                    result.pop("_meta", None)
+            if call.reshape is not None:
+                kind = result.get("resultType", "complete")
+                structured = result.get("structuredContent")
+                if kind != "complete" or (structured is not None and not isinstance(structured, dict)):
+                    log.error("tools/call: the child's result cannot be given to a 2025-11-25 host: %s", kind)
+                    error = {
+                        "code": types.INTERNAL_ERROR,
+                        "message": "Gatekeeper internal error in tools/call; details are in its log",
+                    }
+                    self._write({"jsonrpc": "2.0", "id": call.host_id, "error": error})
+                    return
+                for key in call.reshape:
+                    result.pop(key, None)
+        self._write(message)
+
+    def child_ended(self, pipe: ChildPipe) -> None:
+        """The child's stdout closed: every fast call still waiting on it gets today's answer."""
+        gone = [ours for ours, call in self.pending.items() if call.pipe is pipe]
+        for ours in gone:
+            call = self.pending.pop(ours)
+            self.by_host.pop((type(call.host_id), call.host_id), None)
+            name = call.downstream.name
+            text = (
+                f"downstream server '{name}' stopped during the call: {_CLOSED}. It will be restarted on the next call."
+            )
+            result = tool_error(text).model_dump(mode="json", by_alias=True, exclude_none=True)
+            self._write({"jsonrpc": "2.0", "id": call.host_id, "result": result})
+        if gone:
+            downstream = self.pending_downstream(pipe)
+            if downstream is not None:
+                downstream.mark_gone()
+
+    def pending_downstream(self, pipe: ChildPipe) -> Downstream | None:
+        for downstream in self.proxy.downstreams.values():
+            if downstream.pipe is pipe:
+                return downstream
+        return None
+
+    def _write(self, message: dict[str, Any]) -> None:
+        try:
+            data = orjson.dumps(message)
+        except TypeError:  # an integer beyond 64 bits (parsed exactly by json above)
+            data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        self._raw(data + b"\n")
+
+    def _raw(self, data: bytes) -> None:
+        if self.out is not None:
+            self.out.write(data if data.endswith(b"\n") else data + b"\n")
+
+
+def _loads(line: bytes) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
