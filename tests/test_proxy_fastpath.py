@@ -258,3 +258,33 @@ def test_stdout_stays_jsonrpc_with_fast_and_sdk_traffic_interleaved(tmp_path: Pa
         ids = [m.get("id") for m in map(json.loads, proxy.lines) if "method" not in m]
         assert sorted(i for i in ids if i in expected) == sorted(expected)  # each exactly once
     assert all(c["id"].startswith("gatekeeper-fast-") for c in child_calls(tmp_path, "raw"))
+
+
+def test_resources_read_and_prompts_get_go_through_raw(tmp_path: Path, home: Home) -> None:
+    read = {"jsonrpc": "2.0", "id": 8, "method": "resources/read", "params": {"uri": "raw://note"}}
+    direct = direct_answer(tmp_path, read)
+    with raw_host(tmp_path, home, "raw") as proxy:
+        proxy.send(read)
+        assert answer_line(proxy, 8).rstrip(b"\n") == direct
+        get = {"method": "prompts/get", "params": {"name": "hello", "arguments": {"who": "x"}, "_meta": {"k": 1}}}
+        proxy.send({"jsonrpc": "2.0", "id": 9, **get})
+        seen = json.loads(json.loads(answer_line(proxy, 9))["result"]["messages"][0]["content"]["text"])
+        assert seen["params"] == {"name": "hello", "arguments": {"who": "x"}}  # what Passthrough sends
+        proxy.send({"jsonrpc": "2.0", "id": 10, "method": "resources/read", "params": {"uri": "raw://die"}})
+        error = json.loads(answer_line(proxy, 10))["error"]
+        assert error["message"] == "downstream server 'raw' stopped during the call: Connection closed"
+    received = [m for m in child_lines(tmp_path, "raw") if m.get("method") in ("resources/read", "prompts/get")]
+    assert [m["method"] for m in received] == ["resources/read", "prompts/get", "resources/read"]
+    assert all(m["id"].startswith("gatekeeper-fast-") for m in received)
+
+
+def test_prompts_of_two_servers_lose_their_prefix(tmp_path: Path, home: Home) -> None:
+    with raw_host(tmp_path, home, "a", "b") as proxy:
+        proxy.send({"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {"name": "b__hello"}})
+        seen = json.loads(json.loads(answer_line(proxy, 1))["result"]["messages"][0]["content"]["text"])
+        assert seen["params"] == {"name": "hello"} and seen["id"].startswith("gatekeeper-fast-")
+        proxy.send({"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "raw://note"}})
+        assert "result" in json.loads(answer_line(proxy, 2))  # owner unknown (never listed): today's path
+    assert [m["method"] for m in child_lines(tmp_path, "b") if m.get("method") == "prompts/get"] == ["prompts/get"]
+    reads = [m for m in child_lines(tmp_path, "a") if m.get("method") == "resources/read"]
+    assert reads and isinstance(reads[0]["id"], int)  # the SDK client's id: not the fast path

@@ -1,4 +1,8 @@
-"""Allowed ``tools/call`` requests forwarded as raw JSON-RPC, past the SDK server and client.
+"""Allowed requests forwarded as raw JSON-RPC, past the SDK server and client.
+
+Which: ``tools/call`` of an allowed tool, ``resources/read`` of a resource whose server is known,
+``prompts/get`` (the reads ``Passthrough`` forwards). ``completion/complete`` is not routed by
+the proxy at all (the SDK answers "method not found"), so it is not forwarded here either.
 
 Today's path parses the host's line into pydantic models, runs the SDK server's handler, sends
 the call through the SDK client (which validates the child's result against the tool's output
@@ -10,7 +14,8 @@ child's stdin. The child's answer goes back with the host's id restored, otherwi
 byte. Progress for the call and the host's cancellation are remapped the same way; log
 notifications still reach the host through the SDK client (``Proxy._on_child_log``).
 
-The routing decision is the one ``Proxy._call_tool`` makes (``Proxy.fast_route``): anything
+The routing decision is the one ``Proxy._call_tool`` makes (``Proxy.fast_route``; for the reads
+``Proxy.fast_resource`` and ``fast_prompt``, as ``Passthrough`` routes them): anything
 that is not a plain allowed call to a healthy, listed, pinned tool takes the SDK path, as does
 anything this module cannot handle byte-exactly (a big integer orjson would round, a host on
 2026-07-28 whose envelope the SDK server owns, a congested pipe, a duplicate id).
@@ -49,7 +54,12 @@ ID_PREFIX = "gatekeeper-fast-"
 _ID_BYTES = ID_PREFIX.encode()
 _CLOSED = "Connection closed"  # the SDK client's words for a child gone mid-call (proxy/downstream.py)
 _BIG_NUMBER = re.compile(rb"[0-9]{19}")  # orjson rounds integers beyond 64 bits to floats: not ours to take
+_METHODS = ("tools/call", "resources/read", "prompts/get")
+_MARKERS = (b'"tools/call"', b'"resources/read"', b'"prompts/get"')
 _ID_FIELD = re.compile(rb'("id"\s*:\s*)"' + re.escape(_ID_BYTES) + rb'[0-9]+"')
+
+
+Target = tuple["Downstream", dict[str, Any], "ChildView"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +71,10 @@ class ChildView:
     usable: bool  # False: the SDK pair translates something this module does not
     modern: bool  # the child speaks 2026-07-28: requests carry the SDK client's envelope
     stamp: Callable[[dict[str, Any]], None]
-    foreign: frozenset[str] | None  # fields a 2025 host must not get from a 2026 child's result
+    foreign: dict[str, frozenset[str]] | None  # per method: fields a 2025 host must not get from a 2026 child
+
+    def foreign_in(self, method: str) -> frozenset[str] | None:
+        return None if self.foreign is None else self.foreign.get(method, frozenset())
 
     @classmethod
     def of(cls, client: Any, host_version: str) -> ChildView:
@@ -73,7 +86,7 @@ class ChildView:
         try:
             from mcp.client.session import _later_revision_fields
 
-            foreign = frozenset(_later_revision_fields("tools/call", host_version))
+            foreign = {m: frozenset(_later_revision_fields(m, host_version)) for m in _METHODS}
         except (ImportError, KeyError):
             stamp = None
         if stamp is None or host_version in MODERN_PROTOCOL_VERSIONS:
@@ -94,6 +107,7 @@ class Pending:
     downstream: Downstream
     pipe: ChildPipe
     reshape: frozenset[str] | None  # fields to drop for a 2025 host when the child speaks 2026 (else None)
+    method: str
 
 
 class FastPath:
@@ -105,7 +119,6 @@ class FastPath:
         self.pending: dict[str, Pending] = {}  # our id -> the call
         self.by_host: dict[tuple[type, str | int], str] = {}  # host id -> our id
         self._next = 0
-        self.taken = 0  # calls that went this way (tests and the bench read it from the log)
 
     def attach(self, out: HostOut) -> None:
         self.out = out
@@ -113,62 +126,105 @@ class FastPath:
     # -- host -> child ----------------------------------------------------------------------------
 
     def host_line(self, line: bytes) -> bool:
-        """Take the line if it is an allowed call (or a cancellation of one); False: the SDK's."""
+        """Take the line if it is an allowed request (or a cancellation of one); False: the SDK's."""
         out = self.out
         if out is None or out.congested:
             return False
-        if b'"tools/call"' in line:
-            return self._call(line)
-        if b'"notifications/cancelled"' in line and self.by_host:
-            return self._cancel(line)
+        if b'"notifications/cancelled"' in line:
+            return bool(self.by_host) and self._cancel(line)
+        if any(marker in line for marker in _MARKERS):
+            return self._request(line)
         return False
 
-    def _call(self, line: bytes) -> bool:
+    def _request(self, line: bytes) -> bool:
         if _BIG_NUMBER.search(line):
             return False
         message = _loads(line)
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or message.get("method") != "tools/call":
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return False
-        host_id = message.get("id")
-        if not _valid_id(host_id) or (type(host_id), host_id) in self.by_host:
+        method, host_id, params = message.get("method"), message.get("id"), message.get("params")
+        if not _valid_id(host_id) or (type(host_id), host_id) in self.by_host or not isinstance(params, dict):
             return False
-        params = message.get("params")
-        if not isinstance(params, dict) or not isinstance(name := params.get("name"), str):
-            return False
-        arguments = params.get("arguments")
         meta = params.get("_meta")
-        if ("arguments" in params and not isinstance(arguments, dict)) or (
-            "_meta" in params and not isinstance(meta, dict)
-        ):
+        if "_meta" in params and not isinstance(meta, dict):
             return False
         if wire._depth(params) + 1 > wire.MAX_DEPTH:
             return False  # the SDK path refuses it with the usual message
-        target = self.proxy.fast_route(name, meta)
+        ours = f"{ID_PREFIX}{self._next}"
+        token = None
+        if method == "tools/call":
+            target = self._tool(params, meta, ours)
+            token = (meta or {}).get("progressToken")
+        elif method == "resources/read":
+            target = self._resource(params)
+        elif method == "prompts/get":
+            target = self._prompt(params)
+        else:
+            return False
         if target is None:
             return False
-        downstream, tool, pipe, client = target
-        ours = f"{ID_PREFIX}{self._next}"
-        forwarded_meta = {k: v for k, v in (meta or {}).items() if k != "progressToken"}  # no envelope: see fast_route
-        token = (meta or {}).get("progressToken")
-        if token is not None:
-            forwarded_meta["progressToken"] = ours
-        out_params: dict[str, Any] = {"name": tool}
-        if "arguments" in params and arguments is not None:
-            out_params["arguments"] = arguments
-        if forwarded_meta:
-            out_params["_meta"] = forwarded_meta
-        request: dict[str, Any] = {"jsonrpc": "2.0", "id": ours, "method": "tools/call", "params": out_params}
+        downstream, out_params, client = target
+        request: dict[str, Any] = {"jsonrpc": "2.0", "id": ours, "method": method, "params": out_params}
         client.stamp(request)
-        reshape = client.foreign
+        pipe = downstream.pipe
         if not pipe.write(orjson.dumps(request) + b"\n"):
             return False
         self._next += 1
         pipe.tap = self.child_line
         pipe.on_end = self.child_ended
-        self.pending[ours] = Pending(host_id, token, downstream, pipe, reshape)
+        self.pending[ours] = Pending(host_id, token, downstream, pipe, client.foreign_in(method), method)
         self.by_host[(type(host_id), host_id)] = ours
-        self.taken += 1
         return True
+
+    def _tool(self, params: dict[str, Any], meta: dict[str, Any] | None, ours: str) -> Target | None:
+        """``tools/call``: what ``Proxy._forward`` sends (the child's name; ``_meta`` without the
+        host's progress token, ours in its place)."""
+        name, arguments = params.get("name"), params.get("arguments")
+        if not isinstance(name, str) or ("arguments" in params and not isinstance(arguments, dict)):
+            return None
+        route = self.proxy.fast_route(name, meta)
+        if route is None:
+            return None
+        downstream, tool, client = route
+        out_params: dict[str, Any] = {"name": tool}
+        if arguments is not None:
+            out_params["arguments"] = arguments
+        forwarded = {k: v for k, v in (meta or {}).items() if k != "progressToken"}  # no envelope: see fast_route
+        if (meta or {}).get("progressToken") is not None:
+            forwarded["progressToken"] = ours
+        if forwarded:
+            out_params["_meta"] = forwarded
+        return downstream, out_params, client
+
+    def _resource(self, params: dict[str, Any]) -> Target | None:
+        """``resources/read``: only the uri goes on, as ``Passthrough.read_resource`` sends it."""
+        uri = params.get("uri")
+        if not isinstance(uri, str) or set(params) - {"uri", "_meta"}:
+            return None
+        try:
+            uri = str(types.ReadResourceRequestParams(uri=uri).uri)  # the SDK's own normalisation
+        except ValueError:
+            return None  # the SDK path answers an invalid uri
+        route = self.proxy.fast_resource(uri)
+        return None if route is None else (route[0], {"uri": uri}, route[1])
+
+    def _prompt(self, params: dict[str, Any]) -> Target | None:
+        """``prompts/get``: the prompt's name at its server, and its string arguments."""
+        name, arguments = params.get("name"), params.get("arguments")
+        if not isinstance(name, str) or set(params) - {"name", "arguments", "_meta"}:
+            return None
+        if arguments is not None and not (
+            isinstance(arguments, dict) and all(isinstance(v, str) for v in arguments.values())
+        ):
+            return None  # the SDK path answers invalid params
+        route = self.proxy.fast_prompt(name)
+        if route is None:
+            return None
+        downstream, name_there, client = route
+        out_params: dict[str, Any] = {"name": name_there}
+        if arguments is not None:
+            out_params["arguments"] = arguments
+        return downstream, out_params, client
 
     def _cancel(self, line: bytes) -> bool:
         message = _loads(line)
@@ -243,10 +299,10 @@ class FastPath:
                 kind = result.get("resultType", "complete")
                 structured = result.get("structuredContent")
                 if kind != "complete" or (structured is not None and not isinstance(structured, dict)):
-                    log.error("tools/call: the child's result cannot be given to a 2025-11-25 host: %s", kind)
+                    log.error("%s: the child's result cannot be given to a 2025 host: %s", call.method, kind)
                     error = {
                         "code": types.INTERNAL_ERROR,
-                        "message": "Gatekeeper internal error in tools/call; details are in its log",
+                        "message": f"Gatekeeper internal error in {call.method}; details are in its log",
                     }
                     self._write({"jsonrpc": "2.0", "id": call.host_id, "error": error})
                     return
@@ -256,17 +312,20 @@ class FastPath:
 
     def child_ended(self, pipe: ChildPipe) -> None:
         """The child's stdout closed: every fast call still waiting on it gets today's answer."""
-        gone = [ours for ours, call in self.pending.items() if call.pipe is pipe]
-        for ours in gone:
+        waiting = [ours for ours, call in self.pending.items() if call.pipe is pipe]
+        for ours in waiting:
             call = self.pending.pop(ours)
             self.by_host.pop((type(call.host_id), call.host_id), None)
-            name = call.downstream.name
-            text = (
-                f"downstream server '{name}' stopped during the call: {_CLOSED}. It will be restarted on the next call."
-            )
-            result = tool_error(text).model_dump(mode="json", by_alias=True, exclude_none=True)
-            self._write({"jsonrpc": "2.0", "id": call.host_id, "result": result})
-        if gone:
+            gone = f"downstream server '{call.downstream.name}' stopped during the call: {_CLOSED}"
+            if call.method == "tools/call":  # as Proxy._forward answers DownstreamGone
+                text = f"{gone}. It will be restarted on the next call."
+                result = tool_error(text).model_dump(mode="json", by_alias=True, exclude_none=True)
+                self._write({"jsonrpc": "2.0", "id": call.host_id, "result": result})
+            else:  # as Passthrough answers it: a protocol error
+                self._write(
+                    {"jsonrpc": "2.0", "id": call.host_id, "error": {"code": types.INTERNAL_ERROR, "message": gone}}
+                )
+        if waiting:
             downstream = self.pending_downstream(pipe)
             if downstream is not None:
                 downstream.mark_gone()

@@ -8,7 +8,8 @@ It speaks 2025-11-25 only (``server/discover`` is "method not found", as for old
 Tools: ``echo_line`` (the request line as received), ``odd`` (a fixed, oddly formatted result),
 ``slow`` (never answers; cancellation is logged), ``progress`` (two progress notifications for
 the request's token, a log line, then an answer), ``die`` (exits mid-call), ``put`` (a write
-the policy proposes: a test asserts it never arrives).
+the policy proposes: a test asserts it never arrives). One resource ``raw://note`` (read in odd
+bytes; ``raw://die`` exits mid-read) and one prompt ``hello`` (its messages echo the request line).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import sys
 
 TOOLS = ["echo_line", "odd", "slow", "progress", "die", "put"]
+NOTE = '{"id":%s, "result":{"contents":[{"uri":"raw://note","text":"\\u00e9t\u00e9"}]},"jsonrpc":"2.0"}'
 ODD = '{"result" : {"content":[{"type":"text","text":"caf\\u00e9 \\"q\\" \u00fc"}],"_meta":{"n":1.50,"big":12345678901234567890123},"isError":false},  "jsonrpc":"2.0","id":%s}'  # noqa: E501
 
 
@@ -43,11 +45,21 @@ def main() -> None:
         params = message.get("params") or {}
         if method == "initialize":
             info = {"name": "raw", "version": "1"}
-            caps = {"tools": {}, "logging": {}}
+            caps = {"tools": {}, "logging": {}, "resources": {}, "prompts": {}}
             answer(rid, {"protocolVersion": "2025-11-25", "capabilities": caps, "serverInfo": info})
         elif method == "tools/list":
             tools = [{"name": n, "description": n, "inputSchema": {"type": "object"}} for n in TOOLS]
             answer(rid, {"tools": tools})
+        elif method == "resources/list":
+            answer(rid, {"resources": [{"uri": "raw://note", "name": "note"}, {"uri": "raw://die", "name": "die"}]})
+        elif method == "resources/read":
+            if params.get("uri") == "raw://die":
+                os._exit(3)
+            send(NOTE % json.dumps(rid))
+        elif method == "prompts/list":
+            answer(rid, {"prompts": [{"name": "hello", "arguments": [{"name": "who"}]}]})
+        elif method == "prompts/get":
+            answer(rid, {"messages": [{"role": "user", "content": {"type": "text", "text": line}}]})
         elif method == "logging/setLevel":
             answer(rid, {})
         elif method == "tools/call":
