@@ -10,7 +10,9 @@ re-serialised them.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import subprocess
 import sys
 import textwrap
@@ -23,7 +25,7 @@ from typing import Any
 import pytest
 
 from gatekeeper.home import Home
-from tests.proxy_support import REPO
+from tests.proxy_support import REPO, proxy_params
 from tests.test_proxy_wire import RawProxy
 
 pytestmark = pytest.mark.timeout(120)
@@ -288,3 +290,86 @@ def test_prompts_of_two_servers_lose_their_prefix(tmp_path: Path, home: Home) ->
     assert [m["method"] for m in child_lines(tmp_path, "b") if m.get("method") == "prompts/get"] == ["prompts/get"]
     reads = [m for m in child_lines(tmp_path, "a") if m.get("method") == "resources/read"]
     assert reads and isinstance(reads[0]["id"], int)  # the SDK client's id: not the fast path
+
+
+def test_a_host_that_stops_reading_does_not_stall_the_proxy(tmp_path: Path, home: Home) -> None:
+    """Answers pile up unread (far more than a pipe holds): the proxy's loop must stay free, so
+    it still ends its child and exits on SIGTERM within a host's budget."""
+    params = proxy_params(raw_policy(tmp_path, "raw"), home.path)
+    proc = subprocess.Popen(
+        [params.command, *params.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**params.env, "PATH": "/usr/bin:/bin"},  # type: ignore[dict-item]
+        cwd=params.cwd,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+        for message in (
+            {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": init},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": "list", "method": "tools/list"},
+        ):
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+            proc.stdin.flush()
+            if "id" in message:
+                assert json.loads(proc.stdout.readline())["id"] == message["id"]
+        child = wait_until(lambda: _child_pid(proc.pid), "the child process")
+        pad = "x" * 20000
+        for i in range(300):  # ~6 MB of answers; from here on nothing reads the proxy's stdout
+            proc.stdin.write(json.dumps(call(i, "echo_line", {"pad": pad})).encode() + b"\n")
+        proc.stdin.flush()
+        wait_until(lambda: len(child_calls(tmp_path, "raw")) >= 100, "calls to reach the child")
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+        assert time.monotonic() - start < 2.0
+        wait_until(lambda: not _alive(child), "the child to be ended", timeout=5)
+    finally:
+        proc.kill()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            with contextlib.suppress(BrokenPipeError):  # bytes the dead proxy never read
+                pipe.close()
+
+
+def _child_pid(pid: int) -> int | None:
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    text = children.read_text().split() if children.exists() else []
+    return int(text[0]) if text else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_files_instead_of_pipes_still_work(tmp_path: Path, home: Home) -> None:
+    """stdin and stdout redirected to regular files (no event-loop pipe for them): the proxy reads
+    in a thread and writes blocking, as before, and a malformed line is still answered."""
+    params = proxy_params(raw_policy(tmp_path, "raw"), home.path)
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+    requests = tmp_path / "in.jsonl"
+    requests.write_bytes(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}).encode() + b"\n{oops\n"
+    )
+    answers = tmp_path / "out.jsonl"
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        subprocess.run(
+            [params.command, *params.args],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.DEVNULL,
+            env={**params.env, "PATH": "/usr/bin:/bin"},  # type: ignore[dict-item]
+            cwd=params.cwd,
+            timeout=30,
+            check=True,
+        )
+    lines = [json.loads(line) for line in answers.read_bytes().splitlines()]
+    assert lines[0]["id"] == 1 and lines[0]["result"]["serverInfo"]["name"] == "gatekeeper"
+    assert lines[1]["error"]["code"] == -32700 and "not valid JSON" in lines[1]["error"]["message"]
