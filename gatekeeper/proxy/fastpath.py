@@ -32,7 +32,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from mcp import types
@@ -172,8 +172,9 @@ class FastPath:
         self._next += 1
         pipe.tap = self.child_line
         pipe.on_end = self.child_ended
-        self.pending[ours] = Pending(host_id, token, downstream, pipe, client.foreign_in(method), method)
-        self.by_host[(type(host_id), host_id)] = ours
+        rid = cast(str | int, host_id)  # checked by _valid_id above
+        self.pending[ours] = Pending(rid, token, downstream, pipe, client.foreign_in(method), method)
+        self.by_host[(type(rid), rid)] = ours
         return True
 
     def _tool(self, params: dict[str, Any], meta: dict[str, Any] | None, ours: str) -> Target | None:

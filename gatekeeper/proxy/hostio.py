@@ -46,7 +46,7 @@ class HostOut:
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._transport: asyncio.WriteTransport | None = None
-        self._protocol: _OutProtocol | None = None
+        self.protocol: _OutProtocol | None = None
         self.closed = False
 
     async def open(self) -> None:
@@ -57,7 +57,7 @@ class HostOut:
         except (ValueError, OSError):  # a regular file: blocking writes never stall for long
             return
         transport.set_write_buffer_limits(high=HIGH_WATER)
-        self._transport, self._protocol = transport, protocol
+        self._transport, self.protocol = transport, protocol
 
     @property
     def congested(self) -> bool:
@@ -83,8 +83,8 @@ class HostOut:
             self.closed = True
 
     async def drain(self) -> None:
-        if self._protocol is not None:
-            await self._protocol.wait_writable()
+        if self.protocol is not None:
+            await self.protocol.wait_writable()
 
     async def aclose(self) -> None:
         """Flush what is buffered (bounded), then close."""
@@ -175,7 +175,7 @@ class HostIn:
         self._fast = fast
         self._queue: deque[tuple[bytes, int | None] | None] = deque()
         self._wake = asyncio.Event()
-        self._protocol: _InProtocol | None = None
+        self.protocol: _InProtocol | None = None  # set once the pipe is connected
         self._paused = False
 
     def line(self, line: bytes, size: int | None) -> None:
@@ -188,9 +188,9 @@ class HostIn:
                 log.exception("fast path failed on a host line; using the SDK path")
         self._queue.append((line, size))
         self._wake.set()
-        if len(self._queue) > _QUEUE_HIGH and not self._paused and self._protocol and self._protocol.transport:
+        if len(self._queue) > _QUEUE_HIGH and not self._paused and self.protocol and self.protocol.transport:
             self._paused = True
-            self._protocol.transport.pause_reading()
+            self.protocol.transport.pause_reading()
 
     def end(self) -> None:
         if not self._queue or self._queue[-1] is not None:
@@ -205,9 +205,9 @@ class HostIn:
                     self._wake.clear()
                     await self._wake.wait()
                 item = self._queue.popleft()
-                if self._paused and len(self._queue) < _QUEUE_LOW and self._protocol and self._protocol.transport:
+                if self._paused and len(self._queue) < _QUEUE_LOW and self.protocol and self.protocol.transport:
                     self._paused = False
-                    self._protocol.transport.resume_reading()
+                    self.protocol.transport.resume_reading()
                 if item is None:
                     return
                 line, size = item
@@ -271,7 +271,7 @@ async def host_stdio(
     source = os.fdopen(in_fd, "rb", closefd=False) if in_fd is not None else sys.stdin.buffer
     try:
         transport, protocol = await asyncio.get_running_loop().connect_read_pipe(lambda: _InProtocol(host_in), source)
-        host_in._protocol = protocol
+        host_in.protocol = protocol
     except (ValueError, OSError):  # not a pipe (a regular file): read it in a thread, as before
         transport = None
     try:

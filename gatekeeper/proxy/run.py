@@ -77,8 +77,8 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "auto") -> None:
 async def _end_on_signal(proxy: Proxy) -> None:
     """On a signal, end every child, then exit at once.
 
-    An orderly return is not possible here: the SDK reads stdin in a worker thread that no
-    cancellation can interrupt while the host keeps stdin open.
+    An orderly return is not always possible here: a stdin that is not a pipe is read in a worker
+    thread (proxy/hostio.py) that no cancellation can interrupt while the host keeps it open.
     """
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         signum = await anext(aiter(signals))
