@@ -148,7 +148,7 @@ class FastPath:
         meta = params.get("_meta")
         if "_meta" in params and not isinstance(meta, dict):
             return False
-        if wire._depth(params) + 1 > wire.MAX_DEPTH:
+        if wire.depth(params) + 1 > wire.MAX_DEPTH:
             return False  # the SDK path refuses it with the usual message
         ours = f"{ID_PREFIX}{self._next}"
         token = None

@@ -113,7 +113,7 @@ def parse(line: bytes, *, size: int | None = None, limit: int = MIN_LINE_BYTES) 
     except ValidationError as exc:
         return _invalid(text, exc, size)
     params = message.params if isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification) else None
-    if params and _depth(params) + 1 > MAX_DEPTH:
+    if params and depth(params) + 1 > MAX_DEPTH:
         return _refuse(
             "too_deep",
             f"the message is nested deeper than {MAX_DEPTH} levels; send flatter arguments",
@@ -185,7 +185,7 @@ def _refuse(reason: str, why: str, size: int, rid: Any, method: Any) -> Refusal:
     return Refusal(code, f"{prefix}: Gatekeeper refused the message: {why}.", reason, size, rid, method)
 
 
-def _depth(value: Any) -> int:
+def depth(value: Any) -> int:
     """Nesting depth of parsed JSON, without recursion."""
     deepest, stack = 0, [(value, 1)]
     while stack:
