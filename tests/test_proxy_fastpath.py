@@ -35,7 +35,7 @@ SERVER = """
     args: ["-m", "tests.peers.raw_server"]
     cwd: {repo}
     workspace: {workspace}
-    env: {{PYTHONPATH: "{repo}", RAW_LOG: "{log}"}}
+    env: {{PYTHONPATH: "{repo}", RAW_LOG: "{log}"{extra}}}
     tools:
       echo_line: allow
       odd: allow
@@ -49,12 +49,13 @@ SERVER = """
 """
 
 
-def raw_policy(tmp: Path, *names: str) -> Path:
+def raw_policy(tmp: Path, *names: str, extra: str = "") -> Path:
     workspace = tmp / "workspace"
     workspace.mkdir(exist_ok=True)
     text = "version: 1\nservers:\n"
     for name in names:
-        text += SERVER.format(name=name, py=sys.executable, repo=REPO, workspace=workspace, log=tmp / f"{name}.log")
+        log = tmp / f"{name}.log"
+        text += SERVER.format(name=name, py=sys.executable, repo=REPO, workspace=workspace, log=log, extra=extra)
     policy = tmp / "policy.yaml"
     policy.write_text(textwrap.dedent(text))
     return policy
@@ -102,8 +103,8 @@ def _answers(line: bytes, rid: Any) -> bool:
 
 
 @contextmanager
-def raw_host(tmp: Path, home: Home, *names: str) -> Iterator[RawProxy]:
-    proxy = RawProxy(raw_policy(tmp, *names), home.path)
+def raw_host(tmp: Path, home: Home, *names: str, extra: str = "") -> Iterator[RawProxy]:
+    proxy = RawProxy(raw_policy(tmp, *names, extra=extra), home.path)
     try:
         proxy.send(
             {
@@ -234,6 +235,19 @@ def test_proposed_denied_and_own_tools_never_reach_the_child(tmp_path: Path, hom
         proxy.send(call(4, "echo_line"))
         answer_line(proxy, 4)
     assert [c["params"]["name"] for c in child_calls(tmp_path, "raw")] == ["echo_line"]
+
+
+def test_a_tool_whose_definition_changed_never_reaches_the_child(tmp_path: Path, home: Home) -> None:
+    with raw_host(tmp_path, home, "raw") as proxy:  # the first listing pins every definition
+        proxy.send(call(1, "echo_line"))
+        answer_line(proxy, 1)
+    with raw_host(tmp_path, home, "raw", extra=', RAW_VARIANT: " (changed)"') as proxy:
+        proxy.send(call(2, "echo_line"))
+        withheld = json.loads(answer_line(proxy, 2))["result"]
+        assert withheld["isError"] is True and "--accept-changes" in withheld["content"][0]["text"]
+        proxy.send(call(3, "odd"))  # also changed: withheld too
+        assert json.loads(answer_line(proxy, 3))["result"]["isError"] is True
+    assert [c["id"] for c in child_calls(tmp_path, "raw")] == ["gatekeeper-fast-0"]  # only the first session's
 
 
 def test_stdout_stays_jsonrpc_with_fast_and_sdk_traffic_interleaved(tmp_path: Path, home: Home) -> None:

@@ -48,7 +48,8 @@ def main() -> None:
             caps = {"tools": {}, "logging": {}, "resources": {}, "prompts": {}}
             answer(rid, {"protocolVersion": "2025-11-25", "capabilities": caps, "serverInfo": info})
         elif method == "tools/list":
-            tools = [{"name": n, "description": n, "inputSchema": {"type": "object"}} for n in TOOLS]
+            variant = os.environ.get("RAW_VARIANT", "")  # a changed definition, for pinning tests
+            tools = [{"name": n, "description": n + variant, "inputSchema": {"type": "object"}} for n in TOOLS]
             answer(rid, {"tools": tools})
         elif method == "resources/list":
             answer(rid, {"resources": [{"uri": "raw://note", "name": "note"}, {"uri": "raw://die", "name": "die"}]})
