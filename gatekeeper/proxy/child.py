@@ -10,10 +10,11 @@ meant for the proxy's group does not reach it before the proxy can end it in ord
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import TextIO
 
@@ -21,7 +22,6 @@ import anyio
 import anyio.lowlevel
 import mcp_types
 from anyio.abc import Process
-from anyio.streams.text import TextReceiveStream
 from mcp import StdioServerParameters
 from mcp.client._transport import TransportStreams
 from mcp.client.stdio import get_default_environment
@@ -37,8 +37,59 @@ _POLL = 0.01
 log = logging.getLogger("gatekeeper.proxy")
 
 
+_PIPE_HIGH_WATER = 1024 * 1024  # bytes buffered toward the child before raw writes step aside
+
+
+class ChildPipe:
+    """Raw access to one life of a child's pipes, beside the SDK client's streams.
+
+    ``write`` puts whole lines on the child's stdin through the same asyncio transport the SDK
+    client's messages go through (so lines never interleave); ``tap`` sees each stdout line
+    first and keeps the ones it answers for; ``on_end`` hears that stdout closed.
+    """
+
+    def __init__(self) -> None:
+        self._writer: asyncio.StreamWriter | None = None
+        self.alive = False
+        self.tap: Callable[[bytes], bool] | None = None
+        self.on_end: Callable[[ChildPipe], None] | None = None
+
+    def attach(self, process: Process) -> None:
+        writer = getattr(process.stdin, "_stream", None)  # anyio's asyncio stream wrapper
+        if isinstance(writer, asyncio.StreamWriter):
+            self._writer, self.alive = writer, True
+
+    def write(self, data: bytes) -> bool:
+        """False (and nothing written) if the pipe is gone or the child is not keeping up."""
+        writer = self._writer
+        if not self.alive or writer is None or writer.is_closing():
+            return False
+        if writer.transport.get_write_buffer_size() > _PIPE_HIGH_WATER:
+            return False
+        writer.write(data)
+        return True
+
+    def ended(self) -> None:
+        self.alive = False
+        if self.on_end is not None:
+            self.on_end(self)
+
+    def offer(self, line: bytes) -> bool:
+        """True if the tap took the line; a failing tap leaves it to the SDK client."""
+        tap = self.tap
+        if tap is None:
+            return False
+        try:
+            return tap(line)
+        except Exception:
+            log.exception("fast path failed on a child's line; leaving it to the SDK client")
+            return False
+
+
 @asynccontextmanager
-async def child_stdio(params: StdioServerParameters, errlog: TextIO) -> AsyncIterator[TransportStreams]:
+async def child_stdio(
+    params: StdioServerParameters, errlog: TextIO, pipe: ChildPipe | None = None
+) -> AsyncIterator[TransportStreams]:
     """Spawn the server, bridge its pipes to the session's streams, and always end it on exit."""
     process = await anyio.open_process(
         [params.command, *params.args],
@@ -51,16 +102,25 @@ async def child_stdio(params: StdioServerParameters, errlog: TextIO) -> AsyncIte
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
+    if pipe is not None:
+        pipe.attach(process)
+
     async def stdout_reader() -> None:
         assert process.stdout is not None
-        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError, OSError):
-            async with read_writer:
-                buffer = ""
-                async for chunk in TextReceiveStream(process.stdout, errors="replace"):
-                    lines = (buffer + chunk).split("\n")
-                    buffer = lines.pop()
-                    for line in lines:
-                        await read_writer.send(_parse(line))
+        try:
+            with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError, OSError):
+                async with read_writer:
+                    buffer = b""
+                    async for chunk in process.stdout:
+                        lines = (buffer + chunk).split(b"\n")
+                        buffer = lines.pop()
+                        for line in lines:
+                            if pipe is not None and pipe.offer(line.rstrip(b"\r")):
+                                continue
+                            await read_writer.send(_parse(line.decode("utf-8", "replace")))
+        finally:
+            if pipe is not None:
+                pipe.ended()
 
     async def stdin_writer() -> None:
         assert process.stdin is not None

@@ -27,7 +27,7 @@ from pydantic import FileUrl
 
 from gatekeeper.policy import Server
 from gatekeeper.policy.commands import executable
-from gatekeeper.proxy.child import child_stdio
+from gatekeeper.proxy.child import ChildPipe, child_stdio
 from gatekeeper.store import events as ev
 
 T = TypeVar("T")
@@ -81,6 +81,7 @@ class Downstream:
         self.mode = mode
         self._on_message, self._on_log, self._on_event = on_message, on_log, on_event
         self.client: Client | None = None
+        self.pipe = ChildPipe()  # raw access to the live child's pipes (proxy/fastpath.py), new each life
         self.error: str | None = None
         self.failures = 0
         self.next_start = 0.0
@@ -179,8 +180,9 @@ class Downstream:
                 async with anyio.create_task_group() as tg:
                     if mode == "auto":
                         tg.start_soon(probe_deadline, self._scope)
+                    self.pipe = ChildPipe()
                     async with Client(
-                        child_stdio(params, errlog),
+                        child_stdio(params, errlog, self.pipe),
                         mode=mode,
                         cache=None,
                         log_level="debug",

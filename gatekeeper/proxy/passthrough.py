@@ -104,7 +104,7 @@ class Passthrough:
     async def get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
-        owner = self._owner(params.name)
+        owner = self.owner(params.name)
         if owner is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}")
         downstream, name_there = owner
@@ -113,7 +113,7 @@ class Passthrough:
         except (DownstreamUnavailable, DownstreamGone) as exc:
             raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
 
-    def _owner(self, prompt: str) -> tuple[Downstream, str] | None:
+    def owner(self, prompt: str) -> tuple[Downstream, str] | None:
         """The server a (prefixed) prompt name belongs to, and the prompt's name there."""
         for name, downstream in self.downstreams.items():
             prefix = self._prefix(name)

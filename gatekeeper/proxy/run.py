@@ -54,8 +54,8 @@ def expected_warnings() -> None:
 
 
 def serve_stdio(policy: Policy, home: Home, *, mode: str = "auto") -> None:
+    from gatekeeper.proxy.hostio import host_stdio
     from gatekeeper.proxy.server import Proxy
-    from gatekeeper.proxy.wire import filtered_stdio
 
     _logging(home)
     expected_warnings()
@@ -64,7 +64,8 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "auto") -> None:
         proxy = Proxy(policy, home, mode=mode)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_end_on_signal, proxy)
-            async with filtered_stdio(proxy.wire_refused, proxy.line_limit()) as (read, write):
+            async with host_stdio(proxy.wire_refused, proxy.line_limit(), proxy.fast.host_line) as (read, write, out):
+                proxy.fast.attach(out)
                 sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)
                 # Returns at stdin EOF; leaving its lifespan ends the children (proxy/child.py).
                 await proxy.server.run(read, write, proxy.initialization_options())
@@ -76,8 +77,8 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "auto") -> None:
 async def _end_on_signal(proxy: Proxy) -> None:
     """On a signal, end every child, then exit at once.
 
-    An orderly return is not possible here: the SDK reads stdin in a worker thread that no
-    cancellation can interrupt while the host keeps stdin open.
+    An orderly return is not always possible here: a stdin that is not a pipe is read in a worker
+    thread (proxy/hostio.py) that no cancellation can interrupt while the host keeps it open.
     """
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         signum = await anext(aiter(signals))

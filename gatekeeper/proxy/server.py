@@ -36,6 +36,7 @@ from gatekeeper.proxy import wire
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Catalog, Route
 from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
+from gatekeeper.proxy.fastpath import ChildView, FastPath
 from gatekeeper.proxy.listing import ToolListing
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
 from gatekeeper.proxy.proposing import Proposer
@@ -95,6 +96,63 @@ class Proxy:
             on_get_prompt=self.passthrough.get_prompt,
         )
         self.server.middleware.append(self._middleware)
+        self.fast = FastPath(self)
+        self._views: dict[str, ChildView] = {}  # server -> its live client's view
+
+    def fast_route(self, name: str, meta: dict[str, Any] | None) -> tuple[Downstream, str, ChildView] | None:
+        """Where an allowed call may go as raw JSON-RPC (proxy/fastpath.py), or None for the SDK path.
+
+        The same decision as ``_call_tool`` for a plain allowed call to a listed, pinned tool on a
+        live child; everything else (proposals, denials, withheld or unlisted tools, our own tool,
+        a child not started or not listed yet) stays on the SDK path.
+        """
+        if meta and any(key.startswith(_HOST_META) for key in meta):
+            return None  # a 2026 envelope on a 2025 session: the SDK answers it
+        route = self.catalog.route(name) if name != RESERVED_TOOL else None
+        if route is None or route.rule.action != "allow":
+            return None
+        downstream = self.downstreams[route.server]
+        if self.listing.listed_generation.get(route.server) != downstream.generation:
+            return None
+        if self.catalog.state(route) != "ok":
+            return None
+        view = self.fast_client(downstream)
+        return None if view is None else (downstream, route.tool, view)
+
+    def fast_resource(self, uri: str) -> tuple[Downstream, ChildView] | None:
+        """The one server a resource is read from, when ``Passthrough.read_resource`` would try only it."""
+        owner = self.passthrough.resource_owner.get(uri)
+        if owner is None and len(self.downstreams) == 1:
+            owner = next(iter(self.downstreams))
+        if owner is None:
+            return None  # today's path tries each server in turn
+        downstream = self.downstreams[owner]
+        view = self.fast_client(downstream)
+        return None if view is None else (downstream, view)
+
+    def fast_prompt(self, name: str) -> tuple[Downstream, str, ChildView] | None:
+        owner = self.passthrough.owner(name)
+        if owner is None:
+            return None
+        view = self.fast_client(owner[0])
+        return None if view is None else (owner[0], owner[1], view)
+
+    def fast_client(self, downstream: Downstream) -> ChildView | None:
+        """The live client's era toward this host, when raw forwarding may use it (cached per client).
+
+        None for a host on 2026-07-28 (the SDK server owns its envelope, stamps and request-scoped
+        logs), a host not past its handshake, a child not live, or eras this module does not translate.
+        """
+        client, host = downstream.client, self.host
+        if client is None or host is None or not downstream.pipe.alive:
+            return None
+        if host.client_params is None or host.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return None
+        view = self._views.get(downstream.name)
+        if view is None or view.client is not client or view.host_version != host.protocol_version:
+            view = ChildView.of(client, host.protocol_version)
+            self._views[downstream.name] = view
+        return view if view.usable else None
 
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options(

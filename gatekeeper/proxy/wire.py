@@ -5,7 +5,9 @@ nesting deeper than its parser allows, a wrong-shaped message) without answering
 waits for its own time-out; it also decodes invalid UTF-8 by *replacing* bytes, so a proposal
 could carry other bytes than the host sent. This filter checks every line first (size, UTF-8,
 JSON, depth, JSON-RPC shape) and answers a bad one itself with a JSON-RPC error on the SDK's
-write stream, so stdout stays pure JSON-RPC. Good lines go to the SDK unchanged.
+write stream, so stdout stays pure JSON-RPC. Good lines go to the SDK as the message this check
+parsed (once). ``proxy/hostio.py`` reads the lines; ``Wire`` is its fallback for a stdin that is
+not a pipe.
 
 Each refusal is reported through a callback (the proxy records an audit event) with a bounded
 payload: the reason, the line's size, and the method and id when they can be recovered. The
@@ -16,11 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -38,7 +37,7 @@ MIN_LINE_BYTES = 64 * 1024 * 1024
 """Every message may be this large, whatever the policy says."""
 LINE_FACTOR = 8
 """A proposal's content grows up to 6 times when escaped as JSON: the cap is 8 × the largest max_bytes."""
-_SCAN_BYTES = 1024 * 1024  # how much of a broken line the id/method scan looks at
+SCAN_BYTES = 1024 * 1024  # how much of a broken line the id/method scan looks at
 _FIELD_CHARS = 100  # longest method or id reported
 _PARSE_REASONS = frozenset({"too_large", "invalid_utf8", "not_json", "lone_surrogate", "too_deep"})
 
@@ -77,13 +76,19 @@ class Refusal:
 
 
 def check(line: bytes, *, size: int | None = None, limit: int = MIN_LINE_BYTES) -> Refusal | None:
-    """``None`` if the SDK can take the line as it is, else the refusal to answer with.
+    """``None`` if the SDK can take the line as it is, else the refusal to answer with."""
+    outcome = parse(line, size=size, limit=limit)
+    return outcome if isinstance(outcome, Refusal) else None
+
+
+def parse(line: bytes, *, size: int | None = None, limit: int = MIN_LINE_BYTES) -> Refusal | types.JSONRPCMessage:
+    """The message the SDK is handed, or the refusal to answer with.
 
     ``size`` is the full size when ``line`` is only the start of an over-long line.
     """
     size = len(line) if size is None else size
     if size > limit:
-        rid, method = recover(line[:_SCAN_BYTES].decode("utf-8", "replace"))
+        rid, method = recover(line[:SCAN_BYTES].decode("utf-8", "replace"))
         return _refuse(
             "too_large",
             f"the message is {size:,} bytes, over Gatekeeper's limit of {limit:,} bytes per message; "
@@ -108,7 +113,7 @@ def check(line: bytes, *, size: int | None = None, limit: int = MIN_LINE_BYTES) 
     except ValidationError as exc:
         return _invalid(text, exc, size)
     params = message.params if isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification) else None
-    if params and _depth(params) + 1 > MAX_DEPTH:
+    if params and depth(params) + 1 > MAX_DEPTH:
         return _refuse(
             "too_deep",
             f"the message is nested deeper than {MAX_DEPTH} levels; send flatter arguments",
@@ -126,7 +131,7 @@ def check(line: bytes, *, size: int | None = None, limit: int = MIN_LINE_BYTES) 
                 None,
                 message.method,
             )
-    return None
+    return message
 
 
 def _invalid(text: str, exc: ValidationError, size: int) -> Refusal:
@@ -180,7 +185,7 @@ def _refuse(reason: str, why: str, size: int, rid: Any, method: Any) -> Refusal:
     return Refusal(code, f"{prefix}: Gatekeeper refused the message: {why}.", reason, size, rid, method)
 
 
-def _depth(value: Any) -> int:
+def depth(value: Any) -> int:
     """Nesting depth of parsed JSON, without recursion."""
     deepest, stack = 0, [(value, 1)]
     while stack:
@@ -223,7 +228,7 @@ def recover(text: str) -> tuple[Any, Any]:
         return None, None
     found: dict[str, Any] = {}
     depth, key, expect_key = 0, None, False
-    for match in _TOKEN.finditer(text[:_SCAN_BYTES]):
+    for match in _TOKEN.finditer(text[:SCAN_BYTES]):
         token = match.group()
         if token in "{[":
             depth += 1
@@ -262,7 +267,7 @@ OnRefusal = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class Wire:
-    """Feeds the SDK's stdin reader checked lines; answers refused ones on its write stream."""
+    """Checked messages from a stdin read in a worker thread; refused lines are answered."""
 
     def __init__(self, source: IO[bytes], on_refusal: OnRefusal, limit: int) -> None:
         self._source = source
@@ -270,8 +275,8 @@ class Wire:
         self._limit = limit
         self._write: Any = None
 
-    def answer_on(self, write: Any) -> None:
-        self._write = write
+    def answer_with(self, answer: Callable[[SessionMessage], Awaitable[None]]) -> None:
+        self._write = answer
 
     def _read_line(self) -> tuple[bytes, int] | None:
         """One line without its line ending (or the start of an over-long one, the rest skipped),
@@ -287,9 +292,9 @@ class Wire:
             size += len(chunk.rstrip(b"\r\n"))
             if chunk.endswith(b"\n"):
                 break
-        return first[:_SCAN_BYTES], size
+        return first[:SCAN_BYTES], size
 
-    async def __aiter__(self) -> AsyncIterator[str]:
+    async def __aiter__(self) -> AsyncIterator[types.JSONRPCMessage]:
         while True:
             got = await anyio.to_thread.run_sync(self._read_line, abandon_on_cancel=True)
             if got is None:
@@ -297,9 +302,9 @@ class Wire:
             line, size = got
             if not line.strip():
                 continue  # a blank line is framing, not a message
-            refusal = check(line, size=size, limit=self._limit)
-            if refusal is None:
-                yield line.decode("utf-8")
+            refusal = parse(line, size=size, limit=self._limit)
+            if not isinstance(refusal, Refusal):
+                yield refusal
                 continue
             log.warning("refused a message from the host: %s (%d bytes)", refusal.reason, size)
             await self._answer(refusal)
@@ -309,33 +314,5 @@ class Wire:
                 log.exception("could not report a refused message")
 
     async def _answer(self, refusal: Refusal) -> None:
-        if self._write is None:
-            return
-        try:
-            await self._write.send(refusal.response())
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            log.debug("host gone; refusal not sent")
-
-
-def _claim_stdin() -> IO[bytes]:
-    """A private handle on the wire, with fd 0 pointed at the null device (as the SDK does),
-    so nothing else in the process reads the host's bytes."""
-    try:
-        private = os.dup(0)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-    except OSError:
-        return sys.stdin.buffer
-    return os.fdopen(private, "rb", closefd=False)  # a reading thread may outlive the transport
-
-
-@asynccontextmanager
-async def filtered_stdio(on_refusal: OnRefusal, limit: int) -> AsyncIterator[tuple[Any, Any]]:
-    """``mcp.server.stdio.stdio_server`` with every stdin line checked by ``Wire`` first."""
-    from mcp.server.stdio import stdio_server
-
-    wire = Wire(_claim_stdin(), on_refusal, limit)
-    async with stdio_server(stdin=wire) as (read, write):  # type: ignore[arg-type]
-        wire.answer_on(write)
-        yield read, write
+        if self._write is not None:
+            await self._write(refusal.response())

@@ -1,0 +1,389 @@
+"""The fast path (proxy/fastpath.py): allowed calls forwarded as raw JSON-RPC, observed from both ends.
+
+A raw host (bytes on the proxy's stdin, lines from its stdout) in front of tests/peers/raw_server.py,
+a real server that logs every line it receives and answers in odd bytes. What reached the child
+(ids, names, cancellations) is read from its log; what reached the host from the proxy's stdout.
+The SDK client's ids toward a child are integers, so an id ``gatekeeper-fast-N`` at the child
+shows the call took the fast path, and the child's odd bytes at the host show nothing
+re-serialised them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gatekeeper.home import Home
+from tests.proxy_support import REPO, proxy_params
+from tests.test_proxy_wire import RawProxy
+
+pytestmark = pytest.mark.timeout(120)
+SERVER = """
+  {name}:
+    command: {py}
+    args: ["-m", "tests.peers.raw_server"]
+    cwd: {repo}
+    workspace: {workspace}
+    env: {{PYTHONPATH: "{repo}", RAW_LOG: "{log}"{extra}}}
+    tools:
+      echo_line: allow
+      odd: allow
+      slow: allow
+      progress: allow
+      die: allow
+      put:
+        propose:
+          path: {{arg: path}}
+          content: {{arg: content}}
+"""
+
+
+def raw_policy(tmp: Path, *names: str, extra: str = "") -> Path:
+    workspace = tmp / "workspace"
+    workspace.mkdir(exist_ok=True)
+    text = "version: 1\nservers:\n"
+    for name in names:
+        log = tmp / f"{name}.log"
+        text += SERVER.format(name=name, py=sys.executable, repo=REPO, workspace=workspace, log=log, extra=extra)
+    policy = tmp / "policy.yaml"
+    policy.write_text(textwrap.dedent(text))
+    return policy
+
+
+def call(rid: Any, name: str, arguments: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+    if meta:
+        params["_meta"] = meta
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+
+
+def child_lines(tmp: Path, name: str) -> list[dict[str, Any]]:
+    path = tmp / f"{name}.log"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def child_calls(tmp: Path, name: str) -> list[dict[str, Any]]:
+    return [m for m in child_lines(tmp, name) if m.get("method") == "tools/call"]
+
+
+def wait_until(check: Any, what: str, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := check():
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def answer_line(proxy: RawProxy, rid: Any) -> bytes:
+    """The raw stdout line that answers ``rid`` (exactly one must)."""
+
+    def found() -> list[bytes]:
+        return [line for line in list(proxy.lines) if _answers(line, rid)]
+
+    lines = wait_until(found, f"an answer to {rid!r}")
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def _answers(line: bytes, rid: Any) -> bool:
+    message = json.loads(line)
+    return message.get("id") == rid and type(message.get("id")) is type(rid) and "method" not in message
+
+
+@contextmanager
+def raw_host(tmp: Path, home: Home, *names: str, extra: str = "") -> Iterator[RawProxy]:
+    proxy = RawProxy(raw_policy(tmp, *names, extra=extra), home.path)
+    try:
+        proxy.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "init",
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"},
+                },
+            }
+        )
+        assert "result" in proxy.wait_for("init")
+        proxy.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        proxy.send({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
+        assert "result" in proxy.wait_for("list"), proxy.lines
+        yield proxy
+        proxy.assert_stdout_is_jsonrpc()
+    finally:
+        proxy.close()
+
+
+def direct_answer(tmp: Path, request: dict[str, Any]) -> bytes:
+    """The raw server's own answer to ``request``, with no proxy in between."""
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}
+    data = "".join(json.dumps(m) + "\n" for m in (init, request)).encode()
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.peers.raw_server"],
+        input=data,
+        capture_output=True,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "RAW_LOG": str(tmp / "direct.log")},
+        timeout=30,
+        check=True,
+    )
+    return done.stdout.splitlines()[1]
+
+
+def test_the_answer_is_the_childs_bytes_and_the_child_sees_our_id(tmp_path: Path, home: Home) -> None:
+    request = call(7, "odd")
+    direct = direct_answer(tmp_path, request)
+    with raw_host(tmp_path, home, "raw") as proxy:
+        proxy.send(request)
+        assert answer_line(proxy, 7).rstrip(b"\n") == direct  # spacing, key order, escapes, big int
+        proxy.send(call("echo", "echo_line", {"x": [1, 2.5, None, "é"]}, progressToken="t1", custom="kept"))
+        seen = json.loads(json.loads(answer_line(proxy, "echo"))["result"]["content"][0]["text"])
+    assert isinstance(seen["id"], str) and seen["id"].startswith("gatekeeper-fast-")
+    assert seen["params"]["arguments"] == {"x": [1, 2.5, None, "é"]}
+    assert seen["params"]["_meta"]["custom"] == "kept"
+    assert seen["params"]["_meta"]["progressToken"] == seen["id"]  # the host's token is ours toward the child
+    assert len(child_calls(tmp_path, "raw")) == 2
+    assert all(c["id"].startswith("gatekeeper-fast-") for c in child_calls(tmp_path, "raw"))
+
+
+def test_host_ids_that_look_like_ours_and_ids_on_two_children(tmp_path: Path, home: Home) -> None:
+    with raw_host(tmp_path, home, "a", "b") as proxy:
+        proxy.send(call("gatekeeper-fast-1", "a__slow"))  # the first fast call: ours is gatekeeper-fast-0
+        wait_until(lambda: child_calls(tmp_path, "a"), "the slow call to reach a")
+        proxy.send(call("gatekeeper-fast-0", "a__echo_line"))
+        proxy.send(call(5, "b__echo_line"))
+        proxy.send(call("5", "a__echo_line"))
+        at_a = json.loads(json.loads(answer_line(proxy, "gatekeeper-fast-0"))["result"]["content"][0]["text"])
+        at_b = json.loads(json.loads(answer_line(proxy, 5))["result"]["content"][0]["text"])
+        at_a2 = json.loads(json.loads(answer_line(proxy, "5"))["result"]["content"][0]["text"])
+        assert at_a["params"]["name"] == "echo_line" and at_b["params"]["name"] == "echo_line"  # prefix dropped
+        ids = [c["id"] for c in child_calls(tmp_path, "a") + child_calls(tmp_path, "b")]
+        assert len(set(ids)) == len(ids) == 4 and all(i.startswith("gatekeeper-fast-") for i in ids)
+        assert at_a["id"] != "gatekeeper-fast-0" and at_a2["id"] != at_b["id"]
+        proxy.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "gatekeeper-fast-1"}}
+        )
+
+        def cancelled() -> list[dict[str, Any]]:
+            return [m for m in child_lines(tmp_path, "a") if m.get("method") == "notifications/cancelled"]
+
+        notice = wait_until(cancelled, "the cancellation to reach the child")
+        slow_id = child_calls(tmp_path, "a")[0]["id"]
+        assert notice[0]["params"]["requestId"] == slow_id != "gatekeeper-fast-1"
+        proxy.send(call("after", "a__echo_line"))
+        answer_line(proxy, "after")
+    assert not [line for line in proxy.lines if _answers(line, "gatekeeper-fast-1")]  # cancelled: no answer
+
+
+def test_progress_and_logs_of_a_fast_call_reach_the_host(tmp_path: Path, home: Home) -> None:
+    with raw_host(tmp_path, home, "raw") as proxy:
+        proxy.send(call(1, "progress", progressToken="tok"))
+        done = json.loads(answer_line(proxy, 1))
+        assert done["result"]["content"][0]["text"] == "done"
+        messages = [json.loads(line) for line in proxy.lines]
+        progress = [m["params"] for m in messages if m.get("method") == "notifications/progress"]
+        assert [(p["progressToken"], p["progress"]) for p in progress] == [("tok", 1), ("tok", 2)]
+        assert messages.index(next(m for m in messages if m.get("id") == 1)) > max(
+            i for i, m in enumerate(messages) if m.get("method") == "notifications/progress"
+        )
+        wait_until(
+            lambda: [m for m in map(json.loads, proxy.lines) if m.get("method") == "notifications/message"],
+            "the child's log line",
+        )
+    assert child_calls(tmp_path, "raw")[0]["id"].startswith("gatekeeper-fast-")
+
+
+def test_a_child_dying_answers_every_pending_fast_call(tmp_path: Path, home: Home) -> None:
+    with raw_host(tmp_path, home, "raw") as proxy:
+        for rid in (1, 2, 3):
+            proxy.send(call(rid, "slow"))
+        wait_until(lambda: len(child_calls(tmp_path, "raw")) == 3, "three slow calls at the child")
+        proxy.send(call(4, "die"))
+        for rid in (1, 2, 3, 4):
+            result = json.loads(answer_line(proxy, rid))["result"]
+            assert result["isError"] is True
+            assert "downstream server 'raw' stopped during the call" in result["content"][0]["text"]
+        proxy.send(call(5, "echo_line"))  # started again on demand
+        assert "result" in json.loads(answer_line(proxy, 5))
+    starts = [m for m in child_lines(tmp_path, "raw") if m.get("method") == "initialize"]
+    assert len(starts) == 2
+
+
+def test_proposed_denied_and_own_tools_never_reach_the_child(tmp_path: Path, home: Home) -> None:
+    with raw_host(tmp_path, home, "raw") as proxy:
+        proxy.send(call(1, "put", {"path": "a.txt", "content": "x"}))
+        proposed = json.loads(answer_line(proxy, 1))["result"]
+        assert "proposal" in json.dumps(proposed).lower()
+        proxy.send(call(2, "secret"))
+        assert json.loads(answer_line(proxy, 2))["result"]["isError"] is True
+        proxy.send(call(3, "gatekeeper_proposal_status", {"proposal_id": "nope"}))
+        answer_line(proxy, 3)
+        proxy.send(call(4, "echo_line"))
+        answer_line(proxy, 4)
+    assert [c["params"]["name"] for c in child_calls(tmp_path, "raw")] == ["echo_line"]
+
+
+def test_a_tool_whose_definition_changed_never_reaches_the_child(tmp_path: Path, home: Home) -> None:
+    with raw_host(tmp_path, home, "raw") as proxy:  # the first listing pins every definition
+        proxy.send(call(1, "echo_line"))
+        answer_line(proxy, 1)
+    with raw_host(tmp_path, home, "raw", extra=', RAW_VARIANT: " (changed)"') as proxy:
+        proxy.send(call(2, "echo_line"))
+        withheld = json.loads(answer_line(proxy, 2))["result"]
+        assert withheld["isError"] is True and "--accept-changes" in withheld["content"][0]["text"]
+        proxy.send(call(3, "odd"))  # also changed: withheld too
+        assert json.loads(answer_line(proxy, 3))["result"]["isError"] is True
+    assert [c["id"] for c in child_calls(tmp_path, "raw")] == ["gatekeeper-fast-0"]  # only the first session's
+
+
+def test_stdout_stays_jsonrpc_with_fast_and_sdk_traffic_interleaved(tmp_path: Path, home: Home) -> None:
+    with raw_host(tmp_path, home, "raw") as proxy:
+        batch = b""
+        for i in range(300):
+            batch += json.dumps(call(f"c{i}", "echo_line", {"i": i, "pad": "x" * (i * 37 % 5000)})).encode() + b"\n"
+            if i % 2 == 0:  # 150 on the SDK path: more than HostIn queues before pausing the pipe
+                batch += json.dumps({"jsonrpc": "2.0", "id": f"l{i}", "method": "tools/list"}).encode() + b"\n"
+            if i % 7 == 0:
+                batch += json.dumps(call(f"p{i}", "progress", progressToken=f"t{i}")).encode() + b"\n"
+        assert proxy.proc.stdin is not None
+        proxy.proc.stdin.write(batch)
+        proxy.proc.stdin.flush()
+        expected = (
+            {f"c{i}" for i in range(300)} | {f"l{i}" for i in range(0, 300, 2)} | {f"p{i}" for i in range(0, 300, 7)}
+        )
+
+        def answered() -> bool:
+            ids = [json.loads(line).get("id") for line in list(proxy.lines)]
+            return expected <= set(ids)
+
+        wait_until(answered, "every call answered", timeout=60)
+        ids = [m.get("id") for m in map(json.loads, proxy.lines) if "method" not in m]
+        assert sorted(i for i in ids if i in expected) == sorted(expected)  # each exactly once
+    assert all(c["id"].startswith("gatekeeper-fast-") for c in child_calls(tmp_path, "raw"))
+
+
+def test_resources_read_and_prompts_get_go_through_raw(tmp_path: Path, home: Home) -> None:
+    read = {"jsonrpc": "2.0", "id": 8, "method": "resources/read", "params": {"uri": "raw://note"}}
+    direct = direct_answer(tmp_path, read)
+    with raw_host(tmp_path, home, "raw") as proxy:
+        proxy.send(read)
+        assert answer_line(proxy, 8).rstrip(b"\n") == direct
+        get = {"method": "prompts/get", "params": {"name": "hello", "arguments": {"who": "x"}, "_meta": {"k": 1}}}
+        proxy.send({"jsonrpc": "2.0", "id": 9, **get})
+        seen = json.loads(json.loads(answer_line(proxy, 9))["result"]["messages"][0]["content"]["text"])
+        assert seen["params"] == {"name": "hello", "arguments": {"who": "x"}}  # what Passthrough sends
+        proxy.send({"jsonrpc": "2.0", "id": 10, "method": "resources/read", "params": {"uri": "raw://die"}})
+        error = json.loads(answer_line(proxy, 10))["error"]
+        assert error["message"] == "downstream server 'raw' stopped during the call: Connection closed"
+    received = [m for m in child_lines(tmp_path, "raw") if m.get("method") in ("resources/read", "prompts/get")]
+    assert [m["method"] for m in received] == ["resources/read", "prompts/get", "resources/read"]
+    assert all(m["id"].startswith("gatekeeper-fast-") for m in received)
+
+
+def test_prompts_of_two_servers_lose_their_prefix(tmp_path: Path, home: Home) -> None:
+    with raw_host(tmp_path, home, "a", "b") as proxy:
+        proxy.send({"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {"name": "b__hello"}})
+        seen = json.loads(json.loads(answer_line(proxy, 1))["result"]["messages"][0]["content"]["text"])
+        assert seen["params"] == {"name": "hello"} and seen["id"].startswith("gatekeeper-fast-")
+        proxy.send({"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "raw://note"}})
+        assert "result" in json.loads(answer_line(proxy, 2))  # owner unknown (never listed): today's path
+    assert [m["method"] for m in child_lines(tmp_path, "b") if m.get("method") == "prompts/get"] == ["prompts/get"]
+    reads = [m for m in child_lines(tmp_path, "a") if m.get("method") == "resources/read"]
+    assert reads and isinstance(reads[0]["id"], int)  # the SDK client's id: not the fast path
+
+
+def test_a_host_that_stops_reading_does_not_stall_the_proxy(tmp_path: Path, home: Home) -> None:
+    """Answers pile up unread (far more than a pipe holds): the proxy's loop must stay free, so
+    it still ends its child and exits on SIGTERM within a host's budget."""
+    params = proxy_params(raw_policy(tmp_path, "raw"), home.path)
+    proc = subprocess.Popen(
+        [params.command, *params.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**params.env, "PATH": "/usr/bin:/bin"},  # type: ignore[dict-item]
+        cwd=params.cwd,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+        for message in (
+            {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": init},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": "list", "method": "tools/list"},
+        ):
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+            proc.stdin.flush()
+            if "id" in message:
+                assert json.loads(proc.stdout.readline())["id"] == message["id"]
+        child = wait_until(lambda: _child_pid(proc.pid), "the child process")
+        pad = "x" * 20000
+        for i in range(300):  # ~6 MB of answers; from here on nothing reads the proxy's stdout
+            proc.stdin.write(json.dumps(call(i, "echo_line", {"pad": pad})).encode() + b"\n")
+        proc.stdin.flush()
+        wait_until(lambda: len(child_calls(tmp_path, "raw")) >= 100, "calls to reach the child")
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+        assert time.monotonic() - start < 2.0
+        wait_until(lambda: not _alive(child), "the child to be ended", timeout=5)
+    finally:
+        proc.kill()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            with contextlib.suppress(BrokenPipeError):  # bytes the dead proxy never read
+                pipe.close()
+
+
+def _child_pid(pid: int) -> int | None:
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    text = children.read_text().split() if children.exists() else []
+    return int(text[0]) if text else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_files_instead_of_pipes_still_work(tmp_path: Path, home: Home) -> None:
+    """stdin and stdout redirected to regular files (no event-loop pipe for them): the proxy reads
+    in a thread and writes blocking, as before, and a malformed line is still answered."""
+    params = proxy_params(raw_policy(tmp_path, "raw"), home.path)
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+    requests = tmp_path / "in.jsonl"
+    requests.write_bytes(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}).encode() + b"\n{oops\n"
+    )
+    answers = tmp_path / "out.jsonl"
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        subprocess.run(
+            [params.command, *params.args],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.DEVNULL,
+            env={**params.env, "PATH": "/usr/bin:/bin"},  # type: ignore[dict-item]
+            cwd=params.cwd,
+            timeout=30,
+            check=True,
+        )
+    lines = [json.loads(line) for line in answers.read_bytes().splitlines()]
+    assert lines[0]["id"] == 1 and lines[0]["result"]["serverInfo"]["name"] == "gatekeeper"
+    assert lines[1]["error"]["code"] == -32700 and "not valid JSON" in lines[1]["error"]["message"]
