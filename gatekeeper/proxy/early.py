@@ -30,6 +30,7 @@ _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _KILL_REAP = 0.5
 
 _held: dict[str, tuple[Launch, subprocess.Popen[bytes]]] = {}
+_previous: dict[int, object] = {}  # the handlers ours replaced, put back by ``discard``
 _adopted: list[subprocess.Popen[bytes]] = []  # still ours to end on a signal until the loop's handlers run
 
 
@@ -75,10 +76,16 @@ def adopt(name: str, argv: list[str], env: dict[str, str], cwd: Path | str | Non
 
 
 def discard() -> None:
-    """Kill every early child nobody adopted (start-up failed, or it was not wanted)."""
+    """Kill every early child nobody adopted (start-up failed, or it was not wanted), and put
+    back the signal handlers ours replaced (for in-process callers; a process just exits)."""
     while _held:
         _, (_, process) = _held.popitem()
         kill(process)
+    _adopted.clear()
+    while _previous:
+        sig, handler = _previous.popitem()
+        if signal.getsignal(sig) is _on_signal:
+            signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
 def kill(process: subprocess.Popen[bytes]) -> None:
@@ -95,7 +102,9 @@ def kill(process: subprocess.Popen[bytes]) -> None:
 
 def _install_signals() -> None:
     for sig in _SIGNALS:
-        if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
+        handler = signal.getsignal(sig)
+        if handler in (signal.SIG_DFL, signal.default_int_handler):
+            _previous[sig] = handler
             signal.signal(sig, _on_signal)
 
 
