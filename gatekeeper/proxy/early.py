@@ -76,12 +76,18 @@ def adopt(name: str, argv: list[str], env: dict[str, str], cwd: Path | str | Non
 
 
 def discard() -> None:
-    """Kill every early child nobody adopted (start-up failed, or it was not wanted), and put
-    back the signal handlers ours replaced (for in-process callers; a process just exits)."""
+    """At the end of ``gatekeeper proxy``, whatever the outcome: no early child outlives it.
+
+    Kills every early child still running (start-up failed, or its session never took it), and
+    puts back the signal handlers ours replaced (for in-process callers; a process just exits).
+    """
     while _held:
         _, (_, process) = _held.popitem()
         kill(process)
-    _adopted.clear()
+    while _adopted:  # ended by proxy/child.py's ``stop``; one the session never reached is ended here
+        process = _adopted.pop()
+        if process.poll() is None:
+            kill(process)
     while _previous:
         sig, handler = _previous.popitem()
         if signal.getsignal(sig) is _on_signal:
