@@ -26,12 +26,22 @@ def proxy(ctx: Ctx, policy_file: str | None, downstream_mode: str) -> None:
     Starts the downstream servers named in the policy. Diagnostics go to stderr and
     <home>/logs/; stdout carries only the protocol.
     """
-    from gatekeeper.policy import load_policy
-    from gatekeeper.proxy.run import serve_stdio
-    from gatekeeper.store.version import check_schema
+    from gatekeeper.policy.launch import launches
+    from gatekeeper.proxy import early
 
-    pol = load_policy(policy_file, home=ctx.home.path)
-    pol.exposed_tools()  # name clashes are a start-up error, not a surprise later
-    home = ctx.home.require()
-    check_schema(home.db_path)
-    serve_stdio(pol, home, mode=downstream_mode)
+    # The children first (issue 12): their own start overlaps ours, the imports below.
+    found = launches(policy_file, ctx.home.path) if ctx.home.db_path.is_file() else None
+    if found is not None:
+        early.spawn(found, ctx.home.log_dir, downstream_mode)
+    try:
+        from gatekeeper.policy import load_policy
+        from gatekeeper.proxy.run import serve_stdio
+        from gatekeeper.store.version import check_schema
+
+        pol = load_policy(policy_file, home=ctx.home.path)
+        pol.exposed_tools()  # name clashes are a start-up error, not a surprise later
+        home = ctx.home.require()
+        check_schema(home.db_path)
+        serve_stdio(pol, home, mode=downstream_mode)
+    finally:
+        early.discard()  # a start-up error leaves no server behind; adopted ones ended with the proxy

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gatekeeper.errors import PolicyError
+from gatekeeper.policy.launch import find_policy as _find
 from gatekeeper.policy.messages import close_matches, describe_value, line_of, locate, suggest
 from gatekeeper.policy.model import Policy
 
@@ -227,33 +228,6 @@ def _parse(text: str, source: Path, display: str) -> Policy:
         raise PolicyError("\n".join(shown)) from None
     policy.exposed_tools()  # name clashes are load errors, not surprises at the first tools/list
     return policy
-
-
-def _find(path: str | os.PathLike[str] | None, home: Path | None) -> tuple[Path, str]:
-    """Pick the policy file: explicit path, then $GATEKEEPER_POLICY, ./policy.yaml, home/policy.yaml."""
-    if path is not None:
-        given = os.fspath(path)
-        if not Path(given).is_file():
-            what = "is a directory, not a policy file" if Path(given).is_dir() else "no such policy file"
-            raise PolicyError(f"{given}: {what}", "check the --policy path")
-        return Path(given), given
-    env = os.environ.get("GATEKEEPER_POLICY")
-    if env:
-        if not Path(env).is_file():
-            raise PolicyError(f"$GATEKEEPER_POLICY is {env}, which is not a file", "fix or unset GATEKEEPER_POLICY")
-        return Path(env), env
-    if Path("policy.yaml").is_file():
-        return Path("policy.yaml"), "policy.yaml"
-    looked = ["$GATEKEEPER_POLICY (not set)", str(Path.cwd() / "policy.yaml")]
-    if home is not None:
-        candidate = Path(home) / "policy.yaml"
-        if candidate.is_file():
-            return candidate, str(candidate)
-        looked.append(str(candidate))
-    raise PolicyError(
-        "no policy file found; looked at " + ", ".join(looked),
-        "pass --policy FILE or create policy.yaml; `gatekeeper policy check` validates it",
-    )
 
 
 def load_policy(path: str | os.PathLike[str] | None = None, *, home: Path | None = None) -> Policy:

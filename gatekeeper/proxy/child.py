@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import signal
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import TextIO
@@ -28,6 +29,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from gatekeeper.home import user_umask
+from gatekeeper.proxy import early
 
 EOF_GRACE = 0.4  # a well-behaved server exits on stdin EOF well within this
 TERM_GRACE = 0.4
@@ -54,7 +56,7 @@ class ChildPipe:
         self.tap: Callable[[bytes], bool] | None = None
         self.on_end: Callable[[ChildPipe], None] | None = None
 
-    def attach(self, process: Process) -> None:
+    def attach(self, process: Process | _Adopted) -> None:
         writer = getattr(process.stdin, "_stream", None)  # anyio's asyncio stream wrapper
         if isinstance(writer, asyncio.StreamWriter):
             self._writer, self.alive = writer, True
@@ -88,17 +90,29 @@ class ChildPipe:
 
 @asynccontextmanager
 async def child_stdio(
-    params: StdioServerParameters, errlog: TextIO, pipe: ChildPipe | None = None
+    params: StdioServerParameters,
+    errlog: TextIO,
+    pipe: ChildPipe | None = None,
+    adopt: subprocess.Popen[bytes] | None = None,
 ) -> AsyncIterator[TransportStreams]:
-    """Spawn the server, bridge its pipes to the session's streams, and always end it on exit."""
-    process = await anyio.open_process(
-        [params.command, *params.args],
-        env=get_default_environment() | (params.env or {}),
-        stderr=errlog,
-        cwd=params.cwd,
-        start_new_session=True,
-        umask=user_umask(),  # not the proxy's private 077: files the server makes are the user's
-    )
+    """Spawn the server (or ``adopt`` the one proxy/early.py started with the same parameters),
+    bridge its pipes to the session's streams, and always end it on exit."""
+    process: Process | _Adopted
+    if adopt is not None:
+        try:
+            process = await _adopt(adopt)
+        except BaseException:  # cancelled before it was ours: it must not outlive us
+            early.kill(adopt)
+            raise
+    else:
+        process = await anyio.open_process(
+            [params.command, *params.args],
+            env=child_environment(params),
+            stderr=errlog,
+            cwd=params.cwd,
+            start_new_session=True,
+            umask=user_umask(),  # not the proxy's private 077: files the server makes are the user's
+        )
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -145,6 +159,11 @@ async def child_stdio(
             tg.cancel_scope.cancel()
 
 
+def child_environment(params: StdioServerParameters) -> dict[str, str]:
+    """The whole environment a child gets: the SDK's inherited few, then the server's own."""
+    return get_default_environment() | (params.env or {})
+
+
 def _parse(line: str) -> SessionMessage | Exception:
     try:
         return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
@@ -152,7 +171,7 @@ def _parse(line: str) -> SessionMessage | Exception:
         return exc
 
 
-async def stop(process: Process) -> None:
+async def stop(process: Process | _Adopted) -> None:
     """End the child: close its stdin, a short grace, SIGTERM to its group, then SIGKILL."""
     start = anyio.current_time()
     how = "stdin EOF"
@@ -181,7 +200,7 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)  # the child leads its own group (start_new_session)
 
 
-async def _exited(process: Process, timeout: float) -> bool:
+async def _exited(process: Process | _Adopted, timeout: float) -> bool:
     """Poll the return code: ``process.wait()`` also waits for pipe EOF, which a grandchild may hold."""
     deadline = anyio.current_time() + timeout
     while process.returncode is None:
@@ -189,3 +208,61 @@ async def _exited(process: Process, timeout: float) -> bool:
             return False
         await anyio.sleep(_POLL)
     return True
+
+
+class _AdoptedStdin:
+    """The adopted child's stdin, with the two calls child_stdio and ``stop`` make on anyio's."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._stream = writer  # the name ChildPipe.attach looks for, as on anyio's wrapper
+
+    async def send(self, data: bytes) -> None:
+        self._stream.write(data)
+        await self._stream.drain()
+
+    async def aclose(self) -> None:
+        self._stream.close()
+        with suppress(OSError, ConnectionError):
+            await self._stream.wait_closed()
+
+
+class _AdoptedStdout:
+    def __init__(self, reader: asyncio.StreamReader, transport: asyncio.BaseTransport) -> None:
+        self._reader, self._transport = reader, transport
+
+    def __aiter__(self) -> _AdoptedStdout:
+        return self
+
+    async def __anext__(self) -> bytes:
+        chunk = await self._reader.read(65536)
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk
+
+    async def aclose(self) -> None:
+        self._transport.close()
+
+
+class _Adopted:
+    """A child spawned early (proxy/early.py), shaped like the anyio ``Process`` the rest expects."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], stdin: _AdoptedStdin, stdout: _AdoptedStdout) -> None:
+        self._popen, self.stdin, self.stdout = popen, stdin, stdout
+        self.pid = popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()
+
+
+async def _adopt(popen: subprocess.Popen[bytes]) -> _Adopted:
+    """Put the early child's pipes on the running loop, as asyncio's own subprocess streams."""
+    assert popen.stdin is not None and popen.stdout is not None
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**20, loop=loop)
+    read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), popen.stdout)
+    write_transport, protocol = await loop.connect_write_pipe(
+        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), popen.stdin
+    )
+    writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
+    return _Adopted(popen, _AdoptedStdin(writer), _AdoptedStdout(reader, read_transport))

@@ -27,7 +27,8 @@ from pydantic import FileUrl
 
 from gatekeeper.policy import Server
 from gatekeeper.policy.commands import executable
-from gatekeeper.proxy.child import ChildPipe, child_stdio
+from gatekeeper.proxy import early
+from gatekeeper.proxy.child import ChildPipe, child_environment, child_stdio
 from gatekeeper.store import events as ev
 
 T = TypeVar("T")
@@ -36,7 +37,7 @@ START_TIMEOUT = float(os.environ.get("GATEKEEPER_START_TIMEOUT", "30"))
 PROBE_TIMEOUT = float(os.environ.get("GATEKEEPER_PROBE_TIMEOUT", "5"))
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
 
-_MARK = "--- gatekeeper:"
+_MARK = early.MARK
 Notify = Callable[["Downstream", Any], Awaitable[None]]
 
 
@@ -96,6 +97,7 @@ class Downstream:
         self._scope = anyio.CancelScope()
         self.era: str | None = None  # the mode that worked in "auto": "auto" (2026) or "legacy" (2025)
         self._probe_failed = False  # the last start failed talking (not spawning): worth one legacy try
+        self._first = True  # the first start adopts the child proxy/early.py spawned, if any
 
     # -- supervisor ------------------------------------------------------------------------
 
@@ -161,8 +163,14 @@ class Downstream:
         """One life of the child: connect in ``mode``, serve until it is gone. True if it started."""
         started = False
         self._probe_failed = False
-        errlog.write(f"{_MARK} starting {self.name} ({mode}): {self.config.command} {' '.join(self.config.args)}\n")
-        errlog.flush()
+        adopted = None
+        if self._first:  # restarts and the legacy retry spawn anew
+            self._first = False
+            argv = [params.command, *params.args]
+            adopted = early.adopt(self.name, argv, child_environment(params), params.cwd)
+        if adopted is None:  # an adopted child's start line is in the log already (proxy/early.py)
+            errlog.write(f"{_MARK} starting {self.name} ({mode}): {self.config.command} {' '.join(self.config.args)}\n")
+            errlog.flush()
         probe_timed_out = False
 
         async def probe_deadline(scope: anyio.CancelScope) -> None:
@@ -182,7 +190,7 @@ class Downstream:
                         tg.start_soon(probe_deadline, self._scope)
                     self.pipe = ChildPipe()
                     async with Client(
-                        child_stdio(params, errlog, self.pipe),
+                        child_stdio(params, errlog, self.pipe, adopted),
                         mode=mode,
                         cache=None,
                         log_level="debug",
