@@ -97,22 +97,7 @@ async def child_stdio(
 ) -> AsyncIterator[TransportStreams]:
     """Spawn the server (or ``adopt`` the one proxy/early.py started with the same parameters),
     bridge its pipes to the session's streams, and always end it on exit."""
-    process: Process | _Adopted
-    if adopt is not None:
-        try:
-            process = await _adopt(adopt)
-        except BaseException:  # cancelled before it was ours: it must not outlive us
-            early.kill(adopt)
-            raise
-    else:
-        process = await anyio.open_process(
-            [params.command, *params.args],
-            env=child_environment(params),
-            stderr=errlog,
-            cwd=params.cwd,
-            start_new_session=True,
-            umask=user_umask(),  # not the proxy's private 077: files the server makes are the user's
-        )
+    process = await _start(params, errlog, adopt)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -157,6 +142,26 @@ async def child_stdio(
                 read_stream.close()
                 await stop(process)
             tg.cancel_scope.cancel()
+
+
+async def _start(
+    params: StdioServerParameters, errlog: TextIO, adopt: subprocess.Popen[bytes] | None
+) -> Process | _Adopted:
+    """The running child: the adopted early one, or a new process."""
+    if adopt is not None:
+        try:
+            return await _adopt(adopt)
+        except BaseException:  # cancelled before it was ours: it must not outlive us
+            early.kill(adopt)
+            raise
+    return await anyio.open_process(
+        [params.command, *params.args],
+        env=child_environment(params),
+        stderr=errlog,
+        cwd=params.cwd,
+        start_new_session=True,
+        umask=user_umask(),  # not the proxy's private 077: files the server makes are the user's
+    )
 
 
 def child_environment(params: StdioServerParameters) -> dict[str, str]:
