@@ -387,3 +387,92 @@ def test_files_instead_of_pipes_still_work(tmp_path: Path, home: Home) -> None:
     lines = [json.loads(line) for line in answers.read_bytes().splitlines()]
     assert lines[0]["id"] == 1 and lines[0]["result"]["serverInfo"]["name"] == "gatekeeper"
     assert lines[1]["error"]["code"] == -32700 and "not valid JSON" in lines[1]["error"]["message"]
+
+
+MODERN = "2026-07-28"
+
+
+def envelope(**extra: Any) -> dict[str, Any]:
+    """The 2026-07-28 per-request ``_meta`` envelope, plus ``extra`` keys."""
+    return {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+        **extra,
+    }
+
+
+@contextmanager
+def modern_host(tmp: Path, home: Home, *names: str) -> Iterator[tuple[RawProxy, dict[str, Any]]]:
+    """A raw host on 2026-07-28 (no handshake: its first enveloped request locks the era); also
+    yields the serverInfo stamp the SDK server put on its ``tools/list`` answer."""
+    proxy = RawProxy(raw_policy(tmp, *names), home.path)
+    try:
+        proxy.send({"jsonrpc": "2.0", "id": "list", "method": "tools/list", "params": {"_meta": envelope()}})
+        listed = proxy.wait_for("list")
+        assert listed["result"]["resultType"] == "complete", listed
+        yield proxy, listed["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]
+        proxy.assert_stdout_is_jsonrpc()
+    finally:
+        proxy.close()
+
+
+def test_a_2026_host_is_answered_raw_with_our_stamp(tmp_path: Path, home: Home) -> None:
+    direct = json.loads(direct_answer(tmp_path, call(7, "odd")))
+    with modern_host(tmp_path, home, "raw") as (proxy, stamp):
+        proxy.send(call(7, "odd", **envelope(progressToken="p")))
+        answer = json.loads(answer_line(proxy, 7))
+        proxy.send(call(8, "echo_line", {"x": 1}, **envelope(custom="kept")))
+        seen = json.loads(json.loads(answer_line(proxy, 8))["result"]["content"][0]["text"])
+    expected = direct["result"]
+    expected["_meta"]["io.modelcontextprotocol/serverInfo"] = stamp  # ours, as the SDK path stamps
+    expected["resultType"] = "complete"  # a 2026 result must say it; the 2025 child did not
+    assert answer["result"] == expected and answer["result"]["_meta"]["big"] == 12345678901234567890123
+    assert stamp["name"] == "gatekeeper"
+    assert seen["id"].startswith("gatekeeper-fast-")
+    assert seen["params"]["_meta"] == {"custom": "kept"}  # the host's envelope never reaches a 2025 child
+    assert all(c["id"].startswith("gatekeeper-fast-") for c in child_calls(tmp_path, "raw"))
+
+
+def test_a_2026_hosts_logs_follow_each_requests_opt_in(tmp_path: Path, home: Home) -> None:
+    with modern_host(tmp_path, home, "raw") as (proxy, _stamp):
+
+        def logs() -> list[dict[str, Any]]:
+            return [m for m in map(json.loads, proxy.lines) if m.get("method") == "notifications/message"]
+
+        proxy.send(call(1, "progress", **envelope(progressToken="tok")))  # no log level: no logs
+        answer_line(proxy, 1)
+        proxy.send(call(2, "progress", **envelope(progressToken="t2", **{"io.modelcontextprotocol/logLevel": "error"})))
+        answer_line(proxy, 2)
+        assert logs() == []  # the child's line is "info": below what either request asked for
+        proxy.send(call(3, "progress", **envelope(**{"io.modelcontextprotocol/logLevel": "info"})))
+        answer_line(proxy, 3)
+        assert [m["params"] for m in logs()] == [{"level": "info", "data": "progress done", "logger": "raw"}]
+        progress = [m["params"] for m in map(json.loads, proxy.lines) if m.get("method") == "notifications/progress"]
+        assert [(p["progressToken"], p["progress"]) for p in progress] == [("tok", 1), ("tok", 2), ("t2", 1), ("t2", 2)]
+    assert len(child_calls(tmp_path, "raw")) == 3
+    assert all(c["id"].startswith("gatekeeper-fast-") for c in child_calls(tmp_path, "raw"))
+
+
+def test_a_2026_hosts_cancellation_and_a_bad_envelope(tmp_path: Path, home: Home) -> None:
+    with modern_host(tmp_path, home, "raw") as (proxy, _stamp):
+        proxy.send(call("s", "slow", **envelope()))
+        wait_until(lambda: child_calls(tmp_path, "raw"), "the slow call to reach the child")
+        proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "s"}})
+
+        def cancelled() -> list[dict[str, Any]]:
+            return [m for m in child_lines(tmp_path, "raw") if m.get("method") == "notifications/cancelled"]
+
+        notice = wait_until(cancelled, "the cancellation to reach the child")
+        slow_id = child_calls(tmp_path, "raw")[0]["id"]
+        assert notice[0]["params"]["requestId"] == slow_id and slow_id.startswith("gatekeeper-fast-")
+        bad = envelope()
+        del bad["io.modelcontextprotocol/clientCapabilities"]
+        proxy.send(call("bad", "echo_line", **bad))  # the SDK's classifier refuses it, as before
+        assert json.loads(answer_line(proxy, "bad"))["error"]["code"] == -32602
+        proxy.send(call("plain", "echo_line"))  # no envelope on a 2026 connection: the SDK answers it
+        assert "error" in json.loads(answer_line(proxy, "plain"))
+        proxy.send(call("after", "echo_line", **envelope()))
+        answer_line(proxy, "after")
+    assert not [line for line in proxy.lines if _answers(line, "s")]
+    assert len(child_calls(tmp_path, "raw")) == 2  # the slow one and "after"

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from mcp import types
-from mcp.types import SERVER_INFO_META_KEY
+from mcp.types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from gatekeeper.proxy import wire
@@ -56,6 +56,9 @@ _CLOSED = "Connection closed"  # the SDK client's words for a child gone mid-cal
 _BIG_NUMBER = re.compile(rb"[0-9]{19}")  # orjson rounds integers beyond 64 bits to floats: not ours to take
 _METHODS = ("tools/call", "resources/read", "prompts/get")
 _MARKERS = (b'"tools/call"', b'"resources/read"', b'"prompts/get"')
+_LOG_MARKER = b'"notifications/message"'
+_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+_HOST_META = "io.modelcontextprotocol/"
 _ID_FIELD = re.compile(rb'("id"\s*:\s*)"' + re.escape(_ID_BYTES) + rb'[0-9]+"')
 
 
@@ -72,6 +75,7 @@ class ChildView:
     modern: bool  # the child speaks 2026-07-28: requests carry the SDK client's envelope
     stamp: Callable[[dict[str, Any]], None]
     foreign: dict[str, frozenset[str]] | None  # per method: fields a 2025 host must not get from a 2026 child
+    host_modern: bool = False  # the host speaks 2026-07-28: results get resultType and our serverInfo stamp
 
     def foreign_in(self, method: str) -> frozenset[str] | None:
         return None if self.foreign is None else self.foreign.get(method, frozenset())
@@ -79,6 +83,8 @@ class ChildView:
     @classmethod
     def of(cls, client: Any, host_version: str) -> ChildView:
         version = client.protocol_version
+        if host_version in MODERN_PROTOCOL_VERSIONS:
+            return cls._for_modern_host(client, host_version)
         if version not in MODERN_PROTOCOL_VERSIONS:
             # Two handshake-era revisions may differ in result shape: only the same one is raw.
             return cls(client, host_version, version == host_version, False, _no_stamp, None)
@@ -92,6 +98,19 @@ class ChildView:
         if stamp is None or host_version in MODERN_PROTOCOL_VERSIONS:
             return cls(client, host_version, False, True, _no_stamp, None)
         return cls(client, host_version, True, True, lambda data: stamp(data, {}), foreign)
+
+    @classmethod
+    def _for_modern_host(cls, client: Any, host_version: str) -> ChildView:
+        """A 2026-07-28 host: the request's envelope is replaced by the SDK client's (a 2026 child)
+        or dropped (a handshake-era child); the result gets the fields a 2026 result must carry."""
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return cls(client, host_version, True, False, _no_stamp, None, True)
+        if client.protocol_version != host_version:
+            return cls(client, host_version, False, True, _no_stamp, None, True)  # two 2026-era revisions
+        stamp = getattr(getattr(client, "session", None), "_stamp", None)
+        if stamp is None:
+            return cls(client, host_version, False, True, _no_stamp, None, True)
+        return cls(client, host_version, True, True, lambda data: stamp(data, {}), None, True)
 
 
 def _no_stamp(data: dict[str, Any]) -> None:
@@ -108,6 +127,7 @@ class Pending:
     pipe: ChildPipe
     reshape: frozenset[str] | None  # fields to drop for a 2025 host when the child speaks 2026 (else None)
     method: str
+    log_levels: frozenset[str] | None = None  # a 2026 host: the levels this request opted in to (else None)
 
 
 class FastPath:
@@ -150,6 +170,13 @@ class FastPath:
             return False
         if wire.depth(params) + 1 > wire.MAX_DEPTH:
             return False  # the SDK path refuses it with the usual message
+        levels: frozenset[str] | None = None
+        modern = isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+        if modern:
+            levels = self._envelope(message, cast(dict[str, Any], meta))
+            if levels is None:
+                return False
+            meta = {k: v for k, v in cast(dict[str, Any], meta).items() if not k.startswith(_HOST_META)}
         ours = f"{ID_PREFIX}{self._next}"
         token = None
         if method == "tools/call":
@@ -164,18 +191,35 @@ class FastPath:
         if target is None:
             return False
         downstream, out_params, client = target
+        if client.host_modern != modern:
+            return False  # an envelope on a 2025 connection, or none on a 2026 one: the SDK answers it
         request: dict[str, Any] = {"jsonrpc": "2.0", "id": ours, "method": method, "params": out_params}
         client.stamp(request)
         pipe = downstream.pipe
         if not pipe.write(orjson.dumps(request) + b"\n"):
             return False
         self._next += 1
-        pipe.tap = self.child_line
+        if not isinstance(getattr(pipe.tap, "__self__", None), _PipeTap):  # one tap per pipe, knowing its pipe
+            pipe.tap = _PipeTap(self, pipe).line
         pipe.on_end = self.child_ended
         rid = cast(str | int, host_id)  # checked by _valid_id above
-        self.pending[ours] = Pending(rid, token, downstream, pipe, client.foreign_in(method), method)
+        self.pending[ours] = Pending(rid, token, downstream, pipe, client.foreign_in(method), method, levels)
         self.by_host[(type(rid), rid)] = ours
         return True
+
+    def _envelope(self, message: dict[str, Any], meta: dict[str, Any]) -> frozenset[str] | None:
+        """The log levels a 2026 request opted in to, or None if the SDK must answer it: an envelope
+        the SDK's own classifier refuses, a log level it would reject, a version not the host's."""
+        from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+
+        if meta.get(PROTOCOL_VERSION_META_KEY) != self.proxy.host_version():
+            return None
+        requested = meta.get(LOG_LEVEL_META_KEY)
+        if requested is not None and requested not in _LEVELS:
+            return None
+        if isinstance(classify_inbound_request(message), InboundLadderRejection):
+            return None
+        return frozenset() if requested is None else frozenset(_LEVELS[_LEVELS.index(requested) :])
 
     def _tool(self, params: dict[str, Any], meta: dict[str, Any] | None, ours: str) -> Target | None:
         """``tools/call``: what ``Proxy._forward`` sends (the child's name; ``_meta`` without the
@@ -248,10 +292,10 @@ class FastPath:
 
     # -- child -> host ----------------------------------------------------------------------------
 
-    def child_line(self, line: bytes) -> bool:
+    def child_line(self, line: bytes, pipe: ChildPipe | None = None) -> bool:
         """Take the child's line if it answers or reports on a fast call; False: the SDK client's."""
         if _ID_BYTES not in line:
-            return False
+            return pipe is not None and _LOG_MARKER in line and self._log(line, pipe)
         message = _loads(line)
         if not isinstance(message, dict):
             return False
@@ -275,10 +319,35 @@ class FastPath:
             return True
         return False
 
+    def _log(self, line: bytes, pipe: ChildPipe) -> bool:
+        """A child's log line while a 2026 host's fast call runs there: delivered only if that request
+        opted in at that level, as the SDK server does (the latest call, as ``Proxy._on_child_log``)."""
+        calls = [c for c in self.pending.values() if c.pipe is pipe]
+        if not calls or calls[-1].log_levels is None or self.proxy.active.get(calls[-1].downstream.name):
+            return False  # a 2025 host, or an SDK-path call in flight there: ``Proxy._on_child_log``
+        call = calls[-1]
+        message = _loads(line)
+        params = message.get("params") if isinstance(message, dict) else None
+        if not isinstance(params, dict) or message.get("method") != "notifications/message" or "id" in message:
+            return False
+        level, logger = params.get("level"), params.get("logger")
+        if level not in _LEVELS or "data" not in params or not (logger is None or isinstance(logger, str)):
+            return False
+        if level not in call.log_levels:
+            return True  # not opted in on this request: the SDK server would drop it too
+        note: dict[str, Any] = {"level": level, "data": params["data"]}
+        if logger is not None:
+            note["logger"] = logger
+        self._write({"jsonrpc": "2.0", "method": "notifications/message", "params": note})
+        return True
+
     def _answer(self, line: bytes, message: dict[str, Any], call: Pending) -> None:
         result = message.get("result")
         meta = result.get("_meta") if isinstance(result, dict) else None
         stamped = isinstance(meta, dict) and SERVER_INFO_META_KEY in meta
+        if call.log_levels is not None:
+            self._answer_modern(line, message, call)
+            return
         if call.reshape is None and not stamped:
             host_id = orjson.dumps(call.host_id)
             restored, count = _ID_FIELD.subn(lambda m: m.group(1) + host_id, line, count=2)
@@ -309,6 +378,21 @@ class FastPath:
                     return
                 for key in call.reshape:
                     result.pop(key, None)
+        self._write(message)
+
+    def _answer_modern(self, line: bytes, message: dict[str, Any], call: Pending) -> None:
+        """A 2026 host's answer: the child's serverInfo stamp replaced by ours, ``resultType`` added
+        when a handshake-era child left it out (what the SDK server's serialisation does)."""
+        if _BIG_NUMBER.search(line):
+            message = json.loads(line)
+        message["id"] = call.host_id
+        result = message.get("result")
+        if isinstance(result, dict):
+            meta = result.get("_meta")
+            meta = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY} if isinstance(meta, dict) else {}
+            meta[SERVER_INFO_META_KEY] = self.proxy.server.server_info_stamp
+            result["_meta"] = meta
+            result.setdefault("resultType", "complete")
         self._write(message)
 
     def child_ended(self, pipe: ChildPipe) -> None:
@@ -347,6 +431,17 @@ class FastPath:
     def _raw(self, data: bytes) -> None:
         if self.out is not None:
             self.out.write(data if data.endswith(b"\n") else data + b"\n")
+
+
+class _PipeTap:
+    """``ChildPipe.tap`` for one pipe: the fast path's ``child_line``, told which child spoke."""
+
+    def __init__(self, fast: FastPath, pipe: ChildPipe) -> None:
+        self._fast = fast
+        self._pipe = pipe
+
+    def line(self, line: bytes) -> bool:
+        return self._fast.child_line(line, self._pipe)
 
 
 def _loads(line: bytes) -> Any:
