@@ -42,6 +42,7 @@ SERVER = """
       slow: allow
       progress: allow
       die: allow
+      ask: allow
       put:
         propose:
           path: {{arg: path}}
@@ -455,7 +456,7 @@ def test_a_2026_hosts_logs_follow_each_requests_opt_in(tmp_path: Path, home: Hom
 
 
 def test_a_2026_hosts_cancellation_and_a_bad_envelope(tmp_path: Path, home: Home) -> None:
-    with modern_host(tmp_path, home, "raw") as (proxy, _stamp):
+    with modern_host(tmp_path, home, "raw") as (proxy, stamp):
         proxy.send(call("s", "slow", **envelope()))
         wait_until(lambda: child_calls(tmp_path, "raw"), "the slow call to reach the child")
         proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "s"}})
@@ -474,5 +475,20 @@ def test_a_2026_hosts_cancellation_and_a_bad_envelope(tmp_path: Path, home: Home
         assert "error" in json.loads(answer_line(proxy, "plain"))
         proxy.send(call("after", "echo_line", **envelope()))
         answer_line(proxy, "after")
+        proxy.send(call("die", "die", **envelope()))  # the child exits mid-call: today's answer, 2026-shaped
+        died = json.loads(answer_line(proxy, "die"))["result"]
+        assert died["isError"] is True and "stopped during the call" in died["content"][0]["text"]
+        assert died["resultType"] == "complete" and died["_meta"]["io.modelcontextprotocol/serverInfo"] == stamp
     assert not [line for line in proxy.lines if _answers(line, "s")]
-    assert len(child_calls(tmp_path, "raw")) == 2  # the slow one and "after"
+    assert [c["params"]["name"] for c in child_calls(tmp_path, "raw")] == ["slow", "echo_line", "die"]
+    assert all(c["id"].startswith("gatekeeper-fast-") for c in child_calls(tmp_path, "raw"))
+
+
+def test_a_2026_host_gets_todays_answer_when_the_child_asks_for_input(tmp_path: Path, home: Home) -> None:
+    with modern_host(tmp_path, home, "raw") as (proxy, stamp):
+        proxy.send(call("ask", "ask", **envelope()))
+        result = json.loads(answer_line(proxy, "ask"))["result"]
+    assert result["isError"] is True and result["resultType"] == "complete"
+    assert result["content"][0]["text"] == "Gatekeeper hit an internal error handling 'ask'; details are in its log."
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"] == stamp
+    assert child_calls(tmp_path, "raw")[0]["id"].startswith("gatekeeper-fast-")

@@ -12,17 +12,15 @@ to one of ours (``gatekeeper-fast-N``: the SDK client's ids toward a child are i
 two never collide), the tool's name is rewritten to the child's, and the line goes to the
 child's stdin. The child's answer goes back with the host's id restored, otherwise byte for
 byte. Progress for the call and the host's cancellation are remapped the same way; log
-notifications still reach the host through the SDK client (``Proxy._on_child_log``).
+notifications reach a 2025 host through the SDK client (``Proxy._on_child_log``), a 2026 host
+from here, following the opt-in of the latest fast call on that child.
 
 The routing decision is the one ``Proxy._call_tool`` makes (``Proxy.fast_route``; for the reads
 ``Proxy.fast_resource`` and ``fast_prompt``, as ``Passthrough`` routes them): anything
 that is not a plain allowed call to a healthy, listed, pinned tool takes the SDK path, as does
-anything this module cannot handle byte-exactly (a big integer orjson would round, a host on
-2026-07-28 whose envelope the SDK server owns, a congested pipe, a duplicate id).
-
-A host on 2025-11-25 in front of a child on 2026-07-28 gets the small rewrite the SDK pair did:
-the request gains the SDK client's envelope (its own stamp function), the result loses the
-later revision's fields and the child's serverInfo stamp.
+anything this module cannot handle byte-exactly (a big integer orjson would round, an envelope
+the SDK would refuse, a congested pipe, a duplicate id). Where host and child speak different
+protocol revisions, or the host speaks 2026-07-28, the rewrite is ``proxy/eras.py``'s.
 """
 
 from __future__ import annotations
@@ -30,17 +28,16 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from mcp import types
-from mcp.types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
-from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from mcp.types import PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
 
-from gatekeeper.proxy import wire
+from gatekeeper.proxy import eras, wire
 from gatekeeper.proxy.child import ChildPipe
+from gatekeeper.proxy.eras import ChildView
 from gatekeeper.proxy.status import tool_error
 
 if TYPE_CHECKING:
@@ -54,67 +51,12 @@ ID_PREFIX = "gatekeeper-fast-"
 _ID_BYTES = ID_PREFIX.encode()
 _CLOSED = "Connection closed"  # the SDK client's words for a child gone mid-call (proxy/downstream.py)
 _BIG_NUMBER = re.compile(rb"[0-9]{19}")  # orjson rounds integers beyond 64 bits to floats: not ours to take
-_METHODS = ("tools/call", "resources/read", "prompts/get")
 _MARKERS = (b'"tools/call"', b'"resources/read"', b'"prompts/get"')
 _LOG_MARKER = b'"notifications/message"'
-_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-_HOST_META = "io.modelcontextprotocol/"
 _ID_FIELD = re.compile(rb'("id"\s*:\s*)"' + re.escape(_ID_BYTES) + rb'[0-9]+"')
 
 
-Target = tuple["Downstream", dict[str, Any], "ChildView"]
-
-
-@dataclass(frozen=True)
-class ChildView:
-    """A live SDK client's era as raw forwarding sees it, toward one host version."""
-
-    client: Any
-    host_version: str
-    usable: bool  # False: the SDK pair translates something this module does not
-    modern: bool  # the child speaks 2026-07-28: requests carry the SDK client's envelope
-    stamp: Callable[[dict[str, Any]], None]
-    foreign: dict[str, frozenset[str]] | None  # per method: fields a 2025 host must not get from a 2026 child
-    host_modern: bool = False  # the host speaks 2026-07-28: results get resultType and our serverInfo stamp
-
-    def foreign_in(self, method: str) -> frozenset[str] | None:
-        return None if self.foreign is None else self.foreign.get(method, frozenset())
-
-    @classmethod
-    def of(cls, client: Any, host_version: str) -> ChildView:
-        version = client.protocol_version
-        if host_version in MODERN_PROTOCOL_VERSIONS:
-            return cls._for_modern_host(client, host_version)
-        if version not in MODERN_PROTOCOL_VERSIONS:
-            # Two handshake-era revisions may differ in result shape: only the same one is raw.
-            return cls(client, host_version, version == host_version, False, _no_stamp, None)
-        stamp = getattr(getattr(client, "session", None), "_stamp", None)  # the SDK client's own envelope
-        try:
-            from mcp.client.session import _later_revision_fields
-
-            foreign = {m: frozenset(_later_revision_fields(m, host_version)) for m in _METHODS}
-        except (ImportError, KeyError):
-            stamp = None
-        if stamp is None or host_version in MODERN_PROTOCOL_VERSIONS:
-            return cls(client, host_version, False, True, _no_stamp, None)
-        return cls(client, host_version, True, True, lambda data: stamp(data, {}), foreign)
-
-    @classmethod
-    def _for_modern_host(cls, client: Any, host_version: str) -> ChildView:
-        """A 2026-07-28 host: the request's envelope is replaced by the SDK client's (a 2026 child)
-        or dropped (a handshake-era child); the result gets the fields a 2026 result must carry."""
-        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            return cls(client, host_version, True, False, _no_stamp, None, True)
-        if client.protocol_version != host_version:
-            return cls(client, host_version, False, True, _no_stamp, None, True)  # two 2026-era revisions
-        stamp = getattr(getattr(client, "session", None), "_stamp", None)
-        if stamp is None:
-            return cls(client, host_version, False, True, _no_stamp, None, True)
-        return cls(client, host_version, True, True, lambda data: stamp(data, {}), None, True)
-
-
-def _no_stamp(data: dict[str, Any]) -> None:
-    return None
+Target = tuple["Downstream", dict[str, Any], ChildView]
 
 
 @dataclass
@@ -128,6 +70,7 @@ class Pending:
     reshape: frozenset[str] | None  # fields to drop for a 2025 host when the child speaks 2026 (else None)
     method: str
     log_levels: frozenset[str] | None = None  # a 2026 host: the levels this request opted in to (else None)
+    name: str = ""  # the tool's name as the host called it (tools/call)
 
 
 class FastPath:
@@ -173,10 +116,10 @@ class FastPath:
         levels: frozenset[str] | None = None
         modern = isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
         if modern:
-            levels = self._envelope(message, cast(dict[str, Any], meta))
+            levels = eras.envelope_levels(message, cast(dict[str, Any], meta), self.proxy.host_version())
             if levels is None:
                 return False
-            meta = {k: v for k, v in cast(dict[str, Any], meta).items() if not k.startswith(_HOST_META)}
+            meta = {k: v for k, v in cast(dict[str, Any], meta).items() if not k.startswith(eras.HOST_META)}
         ours = f"{ID_PREFIX}{self._next}"
         token = None
         if method == "tools/call":
@@ -203,23 +146,10 @@ class FastPath:
             pipe.tap = _PipeTap(self, pipe).line
         pipe.on_end = self.child_ended
         rid = cast(str | int, host_id)  # checked by _valid_id above
-        self.pending[ours] = Pending(rid, token, downstream, pipe, client.foreign_in(method), method, levels)
+        name = params.get("name") if method == "tools/call" else ""
+        self.pending[ours] = Pending(rid, token, downstream, pipe, client.foreign_in(method), method, levels, name)
         self.by_host[(type(rid), rid)] = ours
         return True
-
-    def _envelope(self, message: dict[str, Any], meta: dict[str, Any]) -> frozenset[str] | None:
-        """The log levels a 2026 request opted in to, or None if the SDK must answer it: an envelope
-        the SDK's own classifier refuses, a log level it would reject, a version not the host's."""
-        from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
-
-        if meta.get(PROTOCOL_VERSION_META_KEY) != self.proxy.host_version():
-            return None
-        requested = meta.get(LOG_LEVEL_META_KEY)
-        if requested is not None and requested not in _LEVELS:
-            return None
-        if isinstance(classify_inbound_request(message), InboundLadderRejection):
-            return None
-        return frozenset() if requested is None else frozenset(_LEVELS[_LEVELS.index(requested) :])
 
     def _tool(self, params: dict[str, Any], meta: dict[str, Any] | None, ours: str) -> Target | None:
         """``tools/call``: what ``Proxy._forward`` sends (the child's name; ``_meta`` without the
@@ -326,19 +256,11 @@ class FastPath:
         if not calls or calls[-1].log_levels is None or self.proxy.active.get(calls[-1].downstream.name):
             return False  # a 2025 host, or an SDK-path call in flight there: ``Proxy._on_child_log``
         call = calls[-1]
-        message = _loads(line)
-        params = message.get("params") if isinstance(message, dict) else None
-        if not isinstance(params, dict) or message.get("method") != "notifications/message" or "id" in message:
+        level, note = eras.log_note(_loads(line))
+        if note is None:
             return False
-        level, logger = params.get("level"), params.get("logger")
-        if level not in _LEVELS or "data" not in params or not (logger is None or isinstance(logger, str)):
-            return False
-        if level not in call.log_levels:
-            return True  # not opted in on this request: the SDK server would drop it too
-        note: dict[str, Any] = {"level": level, "data": params["data"]}
-        if logger is not None:
-            note["logger"] = logger
-        self._write({"jsonrpc": "2.0", "method": "notifications/message", "params": note})
+        if level in call.log_levels:  # else not opted in on this request: the SDK server drops it too
+            self._write({"jsonrpc": "2.0", "method": "notifications/message", "params": note})
         return True
 
     def _answer(self, line: bytes, message: dict[str, Any], call: Pending) -> None:
@@ -387,13 +309,25 @@ class FastPath:
             message = json.loads(line)
         message["id"] = call.host_id
         result = message.get("result")
-        if isinstance(result, dict):
-            meta = result.get("_meta")
-            meta = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY} if isinstance(meta, dict) else {}
-            meta[SERVER_INFO_META_KEY] = self.proxy.server.server_info_stamp
-            result["_meta"] = meta
-            result.setdefault("resultType", "complete")
+        if isinstance(result, dict) and not eras.restamp(result, self.proxy.server.server_info_stamp):
+            self._not_complete(call, result.get("resultType"))
+            return
         self._write(message)
+
+    def _not_complete(self, call: Pending, kind: Any) -> None:
+        """A 2026 child asked for input (``input_required``): the SDK client toward it refuses that
+        (no ``allow_input_required``), so the host gets what the SDK path answers for that failure."""
+        log.error("%s: the child answered with resultType %r, which Gatekeeper does not relay", call.method, kind)
+        if call.method == "tools/call":
+            text = f"Gatekeeper hit an internal error handling {call.name!r}; details are in its log."
+            result = tool_error(text).model_dump(mode="json", by_alias=True, exclude_none=True)
+            self._answer_modern(b"", {"jsonrpc": "2.0", "id": call.host_id, "result": result}, call)
+            return
+        error = {
+            "code": types.INTERNAL_ERROR,
+            "message": f"Gatekeeper internal error in {call.method}; details are in its log",
+        }
+        self._write({"jsonrpc": "2.0", "id": call.host_id, "error": error})
 
     def child_ended(self, pipe: ChildPipe) -> None:
         """The child's stdout closed: every fast call still waiting on it gets today's answer."""
@@ -405,7 +339,11 @@ class FastPath:
             if call.method == "tools/call":  # as Proxy._forward answers DownstreamGone
                 text = f"{gone}. It will be restarted on the next call."
                 result = tool_error(text).model_dump(mode="json", by_alias=True, exclude_none=True)
-                self._write({"jsonrpc": "2.0", "id": call.host_id, "result": result})
+                answer = {"jsonrpc": "2.0", "id": call.host_id, "result": result}
+                if call.log_levels is not None:  # a 2026 host: resultType and our stamp, as the SDK adds
+                    self._answer_modern(b"", answer, call)
+                else:
+                    self._write(answer)
             else:  # as Passthrough answers it: a protocol error
                 self._write(
                     {"jsonrpc": "2.0", "id": call.host_id, "error": {"code": types.INTERNAL_ERROR, "message": gone}}

@@ -36,7 +36,8 @@ from gatekeeper.proxy import wire
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Catalog, Route
 from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
-from gatekeeper.proxy.fastpath import ChildView, FastPath
+from gatekeeper.proxy.eras import ChildView
+from gatekeeper.proxy.fastpath import FastPath
 from gatekeeper.proxy.listing import ToolListing
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
 from gatekeeper.proxy.proposing import Proposer
