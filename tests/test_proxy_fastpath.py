@@ -492,3 +492,32 @@ def test_a_2026_host_gets_todays_answer_when_the_child_asks_for_input(tmp_path: 
     assert result["content"][0]["text"] == "Gatekeeper hit an internal error handling 'ask'; details are in its log."
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"] == stamp
     assert child_calls(tmp_path, "raw")[0]["id"].startswith("gatekeeper-fast-")
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_sdk_client_in_either_era_is_answered_raw(tmp_path: Path, home: Home, mode: str) -> None:
+    import anyio
+
+    from tests.proxy_support import proxied
+
+    logs: list[str] = []
+    steps: list[float] = []
+
+    async def on_log(params: Any) -> None:
+        logs.append(str(params.data))
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        steps.append(progress)
+
+    async def main() -> tuple[str, Any]:
+        async with proxied(
+            raw_policy(tmp_path, "raw"), home.path, mode, logging_callback=on_log, log_level="info"
+        ) as c:
+            await c.list_tools()
+            result = await c.call_tool("progress", {}, progress_callback=on_progress)
+            return c.protocol_version, result
+
+    version, result = anyio.run(main)
+    assert version == ("2026-07-28" if mode == "auto" else "2025-11-25")
+    assert result.content[0].text == "done" and steps == [1, 2] and logs == ["progress done"]
+    assert child_calls(tmp_path, "raw")[0]["id"].startswith("gatekeeper-fast-")

@@ -250,16 +250,17 @@ class FastPath:
         return False
 
     def _log(self, line: bytes, pipe: ChildPipe) -> bool:
-        """A child's log line while a 2026 host's fast call runs there: delivered only if that request
-        opted in at that level, as the SDK server does (the latest call, as ``Proxy._on_child_log``)."""
+        """A child's log line while a fast call runs there, sent before that call's answer (as the SDK
+        pair did): to a 2025 host always, to a 2026 host only if the request opted in at that level,
+        as the SDK server does. The latest call is the one attributed, as ``Proxy._on_child_log`` does."""
         calls = [c for c in self.pending.values() if c.pipe is pipe]
-        if not calls or calls[-1].log_levels is None or self.proxy.active.get(calls[-1].downstream.name):
-            return False  # a 2025 host, or an SDK-path call in flight there: ``Proxy._on_child_log``
-        call = calls[-1]
+        if not calls or self.proxy.active.get(calls[-1].downstream.name):
+            return False  # an SDK-path call in flight there (or none at all): ``Proxy._on_child_log``
+        levels = calls[-1].log_levels
         level, note = eras.log_note(_loads(line))
         if note is None:
             return False
-        if level in call.log_levels:  # else not opted in on this request: the SDK server drops it too
+        if levels is None or level in levels:  # else not opted in on this request: the SDK drops it too
             self._write({"jsonrpc": "2.0", "method": "notifications/message", "params": note})
         return True
 
