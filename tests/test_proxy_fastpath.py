@@ -521,3 +521,21 @@ def test_the_sdk_client_in_either_era_is_answered_raw(tmp_path: Path, home: Home
     assert version == ("2026-07-28" if mode == "auto" else "2025-11-25")
     assert result.content[0].text == "done" and steps == [1, 2] and logs == ["progress done"]
     assert child_calls(tmp_path, "raw")[0]["id"].startswith("gatekeeper-fast-")
+
+
+def test_a_2026_hosts_resource_reads_and_prompts_go_through_raw(tmp_path: Path, home: Home) -> None:
+    read = {"jsonrpc": "2.0", "id": 8, "method": "resources/read", "params": {"uri": "raw://note"}}
+    direct = json.loads(direct_answer(tmp_path, read))["result"]
+    with modern_host(tmp_path, home, "raw") as (proxy, stamp):
+        proxy.send({**read, "params": {"uri": "raw://note", "_meta": envelope()}})
+        note = json.loads(answer_line(proxy, 8))["result"]
+        get = {"name": "hello", "arguments": {"who": "x"}, "_meta": envelope()}
+        proxy.send({"jsonrpc": "2.0", "id": 9, "method": "prompts/get", "params": get})
+        prompt = json.loads(answer_line(proxy, 9))["result"]
+    assert note == {**direct, "resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": stamp}}
+    assert prompt["resultType"] == "complete" and prompt["_meta"] == {"io.modelcontextprotocol/serverInfo": stamp}
+    seen = json.loads(prompt["messages"][0]["content"]["text"])
+    assert seen["params"] == {"name": "hello", "arguments": {"who": "x"}}  # no envelope toward a 2025 child
+    received = [m for m in child_lines(tmp_path, "raw") if m.get("method") in ("resources/read", "prompts/get")]
+    assert [m["method"] for m in received] == ["resources/read", "prompts/get"]
+    assert all(m["id"].startswith("gatekeeper-fast-") for m in received)
