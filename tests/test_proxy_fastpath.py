@@ -532,10 +532,44 @@ def test_a_2026_hosts_resource_reads_and_prompts_go_through_raw(tmp_path: Path, 
         get = {"name": "hello", "arguments": {"who": "x"}, "_meta": envelope()}
         proxy.send({"jsonrpc": "2.0", "id": 9, "method": "prompts/get", "params": get})
         prompt = json.loads(answer_line(proxy, 9))["result"]
-    assert note == {**direct, "resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": stamp}}
+    stamped = {"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": stamp}}
+    assert note == {**direct, **stamped, "ttlMs": 0, "cacheScope": "private"}  # as the SDK path fills them in
     assert prompt["resultType"] == "complete" and prompt["_meta"] == {"io.modelcontextprotocol/serverInfo": stamp}
     seen = json.loads(prompt["messages"][0]["content"]["text"])
     assert seen["params"] == {"name": "hello", "arguments": {"who": "x"}}  # no envelope toward a 2025 child
     received = [m for m in child_lines(tmp_path, "raw") if m.get("method") in ("resources/read", "prompts/get")]
     assert [m["method"] for m in received] == ["resources/read", "prompts/get"]
     assert all(m["id"].startswith("gatekeeper-fast-") for m in received)
+
+
+def test_a_2026_host_gets_the_sdk_paths_answer_from_the_fast_path(tmp_path: Path, home: Home) -> None:
+    """The same requests twice: once raw, once on the SDK path (a 20-digit number in ``_meta`` sends
+    a request there, since orjson would round it); the answers must be the same JSON."""
+    big = {"x": 12345678901234567890}
+    requests = [
+        ("tools/call", {"name": "odd", "arguments": {}}),
+        ("tools/call", {"name": "echo_line", "arguments": {"a": 1}}),
+        ("resources/read", {"uri": "raw://note"}),
+        ("prompts/get", {"name": "hello", "arguments": {"who": "x"}}),
+    ]
+    with modern_host(tmp_path, home, "raw") as (proxy, _stamp):
+        answers = []
+        for n, (method, params) in enumerate(requests):
+            for path, extra in (("fast", {}), ("sdk", big)):
+                rid = f"{path}-{n}"
+                proxy.send(
+                    {"jsonrpc": "2.0", "id": rid, "method": method, "params": {**params, "_meta": envelope(**extra)}}
+                )
+                answers.append((rid, json.loads(answer_line(proxy, rid))["result"]))
+    ids = [
+        m["id"]
+        for m in child_lines(tmp_path, "raw")
+        if m.get("method") in ("tools/call", "resources/read", "prompts/get")
+    ]
+    assert [isinstance(i, str) and i.startswith("gatekeeper-fast-") for i in ids] == [True, False] * len(requests)
+    for (fast_id, fast), (sdk_id, sdk) in zip(answers[::2], answers[1::2], strict=True):
+        if "messages" in fast:  # the prompt echoes the line the child got: ids differ
+            fast["messages"][0]["content"]["text"] = sdk["messages"][0]["content"]["text"] = ""
+        if "content" in fast and fast["content"][0]["text"].startswith("{"):  # echo_line: the same
+            fast["content"][0]["text"] = sdk["content"][0]["text"] = ""
+        assert fast == sdk, (fast_id, sdk_id)

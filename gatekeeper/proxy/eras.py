@@ -116,11 +116,21 @@ def log_note(message: Any) -> tuple[str, dict[str, Any] | None]:
     return level, note
 
 
-def restamp(result: dict[str, Any], stamp: dict[str, Any]) -> bool:
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "tools/call": {"isError": False},
+    "resources/read": {"ttlMs": 0, "cacheScope": "private"},  # required on the 2026 wire
+}
+"""Fields the SDK path's result models fill in when the child left them out (their defaults)."""
+
+
+def restamp(method: str, result: dict[str, Any], stamp: dict[str, Any]) -> bool:
     """A result for a 2026 host, rewritten in place: our serverInfo stamp in place of the child's,
-    ``resultType`` where a handshake-era child left it out. False: not a complete result."""
+    ``resultType`` and the model defaults the SDK path adds where a handshake-era child left them
+    out. False: not a complete result."""
     if result.get("resultType", "complete") != "complete":
         return False
+    for key, value in _DEFAULTS.get(method, {}).items():
+        result.setdefault(key, value)
     meta = result.get("_meta")
     meta = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY} if isinstance(meta, dict) else {}
     meta[SERVER_INFO_META_KEY] = stamp

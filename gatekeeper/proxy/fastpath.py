@@ -310,7 +310,7 @@ class FastPath:
             message = json.loads(line)
         message["id"] = call.host_id
         result = message.get("result")
-        if isinstance(result, dict) and not eras.restamp(result, self.proxy.server.server_info_stamp):
+        if isinstance(result, dict) and not eras.restamp(call.method, result, self.proxy.server.server_info_stamp):
             self._not_complete(call, result.get("resultType"))
             return
         self._write(message)
