@@ -42,6 +42,7 @@ SERVER = """
       slow: allow
       progress: allow
       die: allow
+      ask: allow
       put:
         propose:
           path: {{arg: path}}
@@ -387,3 +388,188 @@ def test_files_instead_of_pipes_still_work(tmp_path: Path, home: Home) -> None:
     lines = [json.loads(line) for line in answers.read_bytes().splitlines()]
     assert lines[0]["id"] == 1 and lines[0]["result"]["serverInfo"]["name"] == "gatekeeper"
     assert lines[1]["error"]["code"] == -32700 and "not valid JSON" in lines[1]["error"]["message"]
+
+
+MODERN = "2026-07-28"
+
+
+def envelope(**extra: Any) -> dict[str, Any]:
+    """The 2026-07-28 per-request ``_meta`` envelope, plus ``extra`` keys."""
+    return {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+        **extra,
+    }
+
+
+@contextmanager
+def modern_host(tmp: Path, home: Home, *names: str) -> Iterator[tuple[RawProxy, dict[str, Any]]]:
+    """A raw host on 2026-07-28 (no handshake: its first enveloped request locks the era); also
+    yields the serverInfo stamp the SDK server put on its ``tools/list`` answer."""
+    proxy = RawProxy(raw_policy(tmp, *names), home.path)
+    try:
+        proxy.send({"jsonrpc": "2.0", "id": "list", "method": "tools/list", "params": {"_meta": envelope()}})
+        listed = proxy.wait_for("list")
+        assert listed["result"]["resultType"] == "complete", listed
+        yield proxy, listed["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]
+        proxy.assert_stdout_is_jsonrpc()
+    finally:
+        proxy.close()
+
+
+def test_a_2026_host_is_answered_raw_with_our_stamp(tmp_path: Path, home: Home) -> None:
+    direct = json.loads(direct_answer(tmp_path, call(7, "odd")))
+    with modern_host(tmp_path, home, "raw") as (proxy, stamp):
+        proxy.send(call(7, "odd", **envelope(progressToken="p")))
+        answer = json.loads(answer_line(proxy, 7))
+        proxy.send(call(8, "echo_line", {"x": 1}, **envelope(custom="kept")))
+        seen = json.loads(json.loads(answer_line(proxy, 8))["result"]["content"][0]["text"])
+    expected = direct["result"]
+    expected["_meta"]["io.modelcontextprotocol/serverInfo"] = stamp  # ours, as the SDK path stamps
+    expected["resultType"] = "complete"  # a 2026 result must say it; the 2025 child did not
+    assert answer["result"] == expected and answer["result"]["_meta"]["big"] == 12345678901234567890123
+    assert stamp["name"] == "gatekeeper"
+    assert seen["id"].startswith("gatekeeper-fast-")
+    assert seen["params"]["_meta"] == {"custom": "kept"}  # the host's envelope never reaches a 2025 child
+    assert all(c["id"].startswith("gatekeeper-fast-") for c in child_calls(tmp_path, "raw"))
+
+
+def test_a_2026_hosts_logs_follow_each_requests_opt_in(tmp_path: Path, home: Home) -> None:
+    with modern_host(tmp_path, home, "raw") as (proxy, _stamp):
+
+        def logs() -> list[dict[str, Any]]:
+            return [m for m in map(json.loads, proxy.lines) if m.get("method") == "notifications/message"]
+
+        proxy.send(call(1, "progress", **envelope(progressToken="tok")))  # no log level: no logs
+        answer_line(proxy, 1)
+        proxy.send(call(2, "progress", **envelope(progressToken="t2", **{"io.modelcontextprotocol/logLevel": "error"})))
+        answer_line(proxy, 2)
+        assert logs() == []  # the child's line is "info": below what either request asked for
+        proxy.send(call(3, "progress", **envelope(**{"io.modelcontextprotocol/logLevel": "info"})))
+        answer_line(proxy, 3)
+        assert [m["params"] for m in logs()] == [{"level": "info", "data": "progress done", "logger": "raw"}]
+        progress = [m["params"] for m in map(json.loads, proxy.lines) if m.get("method") == "notifications/progress"]
+        assert [(p["progressToken"], p["progress"]) for p in progress] == [("tok", 1), ("tok", 2), ("t2", 1), ("t2", 2)]
+    assert len(child_calls(tmp_path, "raw")) == 3
+    assert all(c["id"].startswith("gatekeeper-fast-") for c in child_calls(tmp_path, "raw"))
+
+
+def test_a_2026_hosts_cancellation_and_a_bad_envelope(tmp_path: Path, home: Home) -> None:
+    with modern_host(tmp_path, home, "raw") as (proxy, stamp):
+        proxy.send(call("s", "slow", **envelope()))
+        wait_until(lambda: child_calls(tmp_path, "raw"), "the slow call to reach the child")
+        proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "s"}})
+
+        def cancelled() -> list[dict[str, Any]]:
+            return [m for m in child_lines(tmp_path, "raw") if m.get("method") == "notifications/cancelled"]
+
+        notice = wait_until(cancelled, "the cancellation to reach the child")
+        slow_id = child_calls(tmp_path, "raw")[0]["id"]
+        assert notice[0]["params"]["requestId"] == slow_id and slow_id.startswith("gatekeeper-fast-")
+        bad = envelope()
+        del bad["io.modelcontextprotocol/clientCapabilities"]
+        proxy.send(call("bad", "echo_line", **bad))  # the SDK's classifier refuses it, as before
+        assert json.loads(answer_line(proxy, "bad"))["error"]["code"] == -32602
+        proxy.send(call("plain", "echo_line"))  # no envelope on a 2026 connection: the SDK answers it
+        assert "error" in json.loads(answer_line(proxy, "plain"))
+        proxy.send(call("after", "echo_line", **envelope()))
+        answer_line(proxy, "after")
+        proxy.send(call("die", "die", **envelope()))  # the child exits mid-call: today's answer, 2026-shaped
+        died = json.loads(answer_line(proxy, "die"))["result"]
+        assert died["isError"] is True and "stopped during the call" in died["content"][0]["text"]
+        assert died["resultType"] == "complete" and died["_meta"]["io.modelcontextprotocol/serverInfo"] == stamp
+    assert not [line for line in proxy.lines if _answers(line, "s")]
+    assert [c["params"]["name"] for c in child_calls(tmp_path, "raw")] == ["slow", "echo_line", "die"]
+    assert all(c["id"].startswith("gatekeeper-fast-") for c in child_calls(tmp_path, "raw"))
+
+
+def test_a_2026_host_gets_todays_answer_when_the_child_asks_for_input(tmp_path: Path, home: Home) -> None:
+    with modern_host(tmp_path, home, "raw") as (proxy, stamp):
+        proxy.send(call("ask", "ask", **envelope()))
+        result = json.loads(answer_line(proxy, "ask"))["result"]
+    assert result["isError"] is True and result["resultType"] == "complete"
+    assert result["content"][0]["text"] == "Gatekeeper hit an internal error handling 'ask'; details are in its log."
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"] == stamp
+    assert child_calls(tmp_path, "raw")[0]["id"].startswith("gatekeeper-fast-")
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_sdk_client_in_either_era_is_answered_raw(tmp_path: Path, home: Home, mode: str) -> None:
+    import anyio
+
+    from tests.proxy_support import proxied
+
+    logs: list[str] = []
+    steps: list[float] = []
+
+    async def on_log(params: Any) -> None:
+        logs.append(str(params.data))
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        steps.append(progress)
+
+    async def main() -> tuple[str, Any]:
+        async with proxied(
+            raw_policy(tmp_path, "raw"), home.path, mode, logging_callback=on_log, log_level="info"
+        ) as c:
+            await c.list_tools()
+            result = await c.call_tool("progress", {}, progress_callback=on_progress)
+            return c.protocol_version, result
+
+    version, result = anyio.run(main)
+    assert version == ("2026-07-28" if mode == "auto" else "2025-11-25")
+    assert result.content[0].text == "done" and steps == [1, 2] and logs == ["progress done"]
+    assert child_calls(tmp_path, "raw")[0]["id"].startswith("gatekeeper-fast-")
+
+
+def test_a_2026_hosts_resource_reads_and_prompts_go_through_raw(tmp_path: Path, home: Home) -> None:
+    read = {"jsonrpc": "2.0", "id": 8, "method": "resources/read", "params": {"uri": "raw://note"}}
+    direct = json.loads(direct_answer(tmp_path, read))["result"]
+    with modern_host(tmp_path, home, "raw") as (proxy, stamp):
+        proxy.send({**read, "params": {"uri": "raw://note", "_meta": envelope()}})
+        note = json.loads(answer_line(proxy, 8))["result"]
+        get = {"name": "hello", "arguments": {"who": "x"}, "_meta": envelope()}
+        proxy.send({"jsonrpc": "2.0", "id": 9, "method": "prompts/get", "params": get})
+        prompt = json.loads(answer_line(proxy, 9))["result"]
+    stamped = {"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": stamp}}
+    assert note == {**direct, **stamped, "ttlMs": 0, "cacheScope": "private"}  # as the SDK path fills them in
+    assert prompt["resultType"] == "complete" and prompt["_meta"] == {"io.modelcontextprotocol/serverInfo": stamp}
+    seen = json.loads(prompt["messages"][0]["content"]["text"])
+    assert seen["params"] == {"name": "hello", "arguments": {"who": "x"}}  # no envelope toward a 2025 child
+    received = [m for m in child_lines(tmp_path, "raw") if m.get("method") in ("resources/read", "prompts/get")]
+    assert [m["method"] for m in received] == ["resources/read", "prompts/get"]
+    assert all(m["id"].startswith("gatekeeper-fast-") for m in received)
+
+
+def test_a_2026_host_gets_the_sdk_paths_answer_from_the_fast_path(tmp_path: Path, home: Home) -> None:
+    """The same requests twice: once raw, once on the SDK path (a 20-digit number in ``_meta`` sends
+    a request there, since orjson would round it); the answers must be the same JSON."""
+    big = {"x": 12345678901234567890}
+    requests = [
+        ("tools/call", {"name": "odd", "arguments": {}}),
+        ("tools/call", {"name": "echo_line", "arguments": {"a": 1}}),
+        ("resources/read", {"uri": "raw://note"}),
+        ("prompts/get", {"name": "hello", "arguments": {"who": "x"}}),
+    ]
+    with modern_host(tmp_path, home, "raw") as (proxy, _stamp):
+        answers = []
+        for n, (method, params) in enumerate(requests):
+            for path, extra in (("fast", {}), ("sdk", big)):
+                rid = f"{path}-{n}"
+                proxy.send(
+                    {"jsonrpc": "2.0", "id": rid, "method": method, "params": {**params, "_meta": envelope(**extra)}}
+                )
+                answers.append((rid, json.loads(answer_line(proxy, rid))["result"]))
+    ids = [
+        m["id"]
+        for m in child_lines(tmp_path, "raw")
+        if m.get("method") in ("tools/call", "resources/read", "prompts/get")
+    ]
+    assert [isinstance(i, str) and i.startswith("gatekeeper-fast-") for i in ids] == [True, False] * len(requests)
+    for (fast_id, fast), (sdk_id, sdk) in zip(answers[::2], answers[1::2], strict=True):
+        if "messages" in fast:  # the prompt echoes the line the child got: ids differ
+            fast["messages"][0]["content"]["text"] = sdk["messages"][0]["content"]["text"] = ""
+        if "content" in fast and fast["content"][0]["text"].startswith("{"):  # echo_line: the same
+            fast["content"][0]["text"] = sdk["content"][0]["text"] = ""
+        assert fast == sdk, (fast_id, sdk_id)

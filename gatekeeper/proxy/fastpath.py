@@ -12,17 +12,15 @@ to one of ours (``gatekeeper-fast-N``: the SDK client's ids toward a child are i
 two never collide), the tool's name is rewritten to the child's, and the line goes to the
 child's stdin. The child's answer goes back with the host's id restored, otherwise byte for
 byte. Progress for the call and the host's cancellation are remapped the same way; log
-notifications still reach the host through the SDK client (``Proxy._on_child_log``).
+notifications reach a 2025 host through the SDK client (``Proxy._on_child_log``), a 2026 host
+from here, following the opt-in of the latest fast call on that child.
 
 The routing decision is the one ``Proxy._call_tool`` makes (``Proxy.fast_route``; for the reads
 ``Proxy.fast_resource`` and ``fast_prompt``, as ``Passthrough`` routes them): anything
 that is not a plain allowed call to a healthy, listed, pinned tool takes the SDK path, as does
-anything this module cannot handle byte-exactly (a big integer orjson would round, a host on
-2026-07-28 whose envelope the SDK server owns, a congested pipe, a duplicate id).
-
-A host on 2025-11-25 in front of a child on 2026-07-28 gets the small rewrite the SDK pair did:
-the request gains the SDK client's envelope (its own stamp function), the result loses the
-later revision's fields and the child's serverInfo stamp.
+anything this module cannot handle byte-exactly (a big integer orjson would round, an envelope
+the SDK would refuse, a congested pipe, a duplicate id). Where host and child speak different
+protocol revisions, or the host speaks 2026-07-28, the rewrite is ``proxy/eras.py``'s.
 """
 
 from __future__ import annotations
@@ -30,17 +28,16 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from mcp import types
-from mcp.types import SERVER_INFO_META_KEY
-from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from mcp.types import PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
 
-from gatekeeper.proxy import wire
+from gatekeeper.proxy import eras, wire
 from gatekeeper.proxy.child import ChildPipe
+from gatekeeper.proxy.eras import ChildView
 from gatekeeper.proxy.status import tool_error
 
 if TYPE_CHECKING:
@@ -54,48 +51,12 @@ ID_PREFIX = "gatekeeper-fast-"
 _ID_BYTES = ID_PREFIX.encode()
 _CLOSED = "Connection closed"  # the SDK client's words for a child gone mid-call (proxy/downstream.py)
 _BIG_NUMBER = re.compile(rb"[0-9]{19}")  # orjson rounds integers beyond 64 bits to floats: not ours to take
-_METHODS = ("tools/call", "resources/read", "prompts/get")
 _MARKERS = (b'"tools/call"', b'"resources/read"', b'"prompts/get"')
+_LOG_MARKER = b'"notifications/message"'
 _ID_FIELD = re.compile(rb'("id"\s*:\s*)"' + re.escape(_ID_BYTES) + rb'[0-9]+"')
 
 
-Target = tuple["Downstream", dict[str, Any], "ChildView"]
-
-
-@dataclass(frozen=True)
-class ChildView:
-    """A live SDK client's era as raw forwarding sees it, toward one host version."""
-
-    client: Any
-    host_version: str
-    usable: bool  # False: the SDK pair translates something this module does not
-    modern: bool  # the child speaks 2026-07-28: requests carry the SDK client's envelope
-    stamp: Callable[[dict[str, Any]], None]
-    foreign: dict[str, frozenset[str]] | None  # per method: fields a 2025 host must not get from a 2026 child
-
-    def foreign_in(self, method: str) -> frozenset[str] | None:
-        return None if self.foreign is None else self.foreign.get(method, frozenset())
-
-    @classmethod
-    def of(cls, client: Any, host_version: str) -> ChildView:
-        version = client.protocol_version
-        if version not in MODERN_PROTOCOL_VERSIONS:
-            # Two handshake-era revisions may differ in result shape: only the same one is raw.
-            return cls(client, host_version, version == host_version, False, _no_stamp, None)
-        stamp = getattr(getattr(client, "session", None), "_stamp", None)  # the SDK client's own envelope
-        try:
-            from mcp.client.session import _later_revision_fields
-
-            foreign = {m: frozenset(_later_revision_fields(m, host_version)) for m in _METHODS}
-        except (ImportError, KeyError):
-            stamp = None
-        if stamp is None or host_version in MODERN_PROTOCOL_VERSIONS:
-            return cls(client, host_version, False, True, _no_stamp, None)
-        return cls(client, host_version, True, True, lambda data: stamp(data, {}), foreign)
-
-
-def _no_stamp(data: dict[str, Any]) -> None:
-    return None
+Target = tuple["Downstream", dict[str, Any], ChildView]
 
 
 @dataclass
@@ -108,6 +69,8 @@ class Pending:
     pipe: ChildPipe
     reshape: frozenset[str] | None  # fields to drop for a 2025 host when the child speaks 2026 (else None)
     method: str
+    log_levels: frozenset[str] | None = None  # a 2026 host: the levels this request opted in to (else None)
+    name: str = ""  # the tool's name as the host called it (tools/call)
 
 
 class FastPath:
@@ -150,6 +113,13 @@ class FastPath:
             return False
         if wire.depth(params) + 1 > wire.MAX_DEPTH:
             return False  # the SDK path refuses it with the usual message
+        levels: frozenset[str] | None = None
+        modern = isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+        if modern:
+            levels = eras.envelope_levels(message, cast(dict[str, Any], meta), self.proxy.host_version())
+            if levels is None:
+                return False
+            meta = {k: v for k, v in cast(dict[str, Any], meta).items() if not k.startswith(eras.HOST_META)}
         ours = f"{ID_PREFIX}{self._next}"
         token = None
         if method == "tools/call":
@@ -164,16 +134,20 @@ class FastPath:
         if target is None:
             return False
         downstream, out_params, client = target
+        if client.host_modern != modern:
+            return False  # an envelope on a 2025 connection, or none on a 2026 one: the SDK answers it
         request: dict[str, Any] = {"jsonrpc": "2.0", "id": ours, "method": method, "params": out_params}
         client.stamp(request)
         pipe = downstream.pipe
         if not pipe.write(orjson.dumps(request) + b"\n"):
             return False
         self._next += 1
-        pipe.tap = self.child_line
+        if not isinstance(getattr(pipe.tap, "__self__", None), _PipeTap):  # one tap per pipe, knowing its pipe
+            pipe.tap = _PipeTap(self, pipe).line
         pipe.on_end = self.child_ended
         rid = cast(str | int, host_id)  # checked by _valid_id above
-        self.pending[ours] = Pending(rid, token, downstream, pipe, client.foreign_in(method), method)
+        name = params.get("name") if method == "tools/call" else ""
+        self.pending[ours] = Pending(rid, token, downstream, pipe, client.foreign_in(method), method, levels, name)
         self.by_host[(type(rid), rid)] = ours
         return True
 
@@ -248,10 +222,10 @@ class FastPath:
 
     # -- child -> host ----------------------------------------------------------------------------
 
-    def child_line(self, line: bytes) -> bool:
+    def child_line(self, line: bytes, pipe: ChildPipe | None = None) -> bool:
         """Take the child's line if it answers or reports on a fast call; False: the SDK client's."""
         if _ID_BYTES not in line:
-            return False
+            return pipe is not None and _LOG_MARKER in line and self._log(line, pipe)
         message = _loads(line)
         if not isinstance(message, dict):
             return False
@@ -275,10 +249,28 @@ class FastPath:
             return True
         return False
 
+    def _log(self, line: bytes, pipe: ChildPipe) -> bool:
+        """A child's log line while a fast call runs there, sent before that call's answer (as the SDK
+        pair did): to a 2025 host always, to a 2026 host only if the request opted in at that level,
+        as the SDK server does. The latest call is the one attributed, as ``Proxy._on_child_log`` does."""
+        calls = [c for c in self.pending.values() if c.pipe is pipe]
+        if not calls or self.proxy.active.get(calls[-1].downstream.name):
+            return False  # an SDK-path call in flight there (or none at all): ``Proxy._on_child_log``
+        levels = calls[-1].log_levels
+        level, note = eras.log_note(_loads(line))
+        if note is None:
+            return False
+        if levels is None or level in levels:  # else not opted in on this request: the SDK drops it too
+            self._write({"jsonrpc": "2.0", "method": "notifications/message", "params": note})
+        return True
+
     def _answer(self, line: bytes, message: dict[str, Any], call: Pending) -> None:
         result = message.get("result")
         meta = result.get("_meta") if isinstance(result, dict) else None
         stamped = isinstance(meta, dict) and SERVER_INFO_META_KEY in meta
+        if call.log_levels is not None:
+            self._answer_modern(line, message, call)
+            return
         if call.reshape is None and not stamped:
             host_id = orjson.dumps(call.host_id)
             restored, count = _ID_FIELD.subn(lambda m: m.group(1) + host_id, line, count=2)
@@ -311,6 +303,33 @@ class FastPath:
                     result.pop(key, None)
         self._write(message)
 
+    def _answer_modern(self, line: bytes, message: dict[str, Any], call: Pending) -> None:
+        """A 2026 host's answer: the child's serverInfo stamp replaced by ours, ``resultType`` added
+        when a handshake-era child left it out (what the SDK server's serialisation does)."""
+        if _BIG_NUMBER.search(line):
+            message = json.loads(line)
+        message["id"] = call.host_id
+        result = message.get("result")
+        if isinstance(result, dict) and not eras.restamp(call.method, result, self.proxy.server.server_info_stamp):
+            self._not_complete(call, result.get("resultType"))
+            return
+        self._write(message)
+
+    def _not_complete(self, call: Pending, kind: Any) -> None:
+        """A 2026 child asked for input (``input_required``): the SDK client toward it refuses that
+        (no ``allow_input_required``), so the host gets what the SDK path answers for that failure."""
+        log.error("%s: the child answered with resultType %r, which Gatekeeper does not relay", call.method, kind)
+        if call.method == "tools/call":
+            text = f"Gatekeeper hit an internal error handling {call.name!r}; details are in its log."
+            result = tool_error(text).model_dump(mode="json", by_alias=True, exclude_none=True)
+            self._answer_modern(b"", {"jsonrpc": "2.0", "id": call.host_id, "result": result}, call)
+            return
+        error = {
+            "code": types.INTERNAL_ERROR,
+            "message": f"Gatekeeper internal error in {call.method}; details are in its log",
+        }
+        self._write({"jsonrpc": "2.0", "id": call.host_id, "error": error})
+
     def child_ended(self, pipe: ChildPipe) -> None:
         """The child's stdout closed: every fast call still waiting on it gets today's answer."""
         waiting = [ours for ours, call in self.pending.items() if call.pipe is pipe]
@@ -321,7 +340,11 @@ class FastPath:
             if call.method == "tools/call":  # as Proxy._forward answers DownstreamGone
                 text = f"{gone}. It will be restarted on the next call."
                 result = tool_error(text).model_dump(mode="json", by_alias=True, exclude_none=True)
-                self._write({"jsonrpc": "2.0", "id": call.host_id, "result": result})
+                answer = {"jsonrpc": "2.0", "id": call.host_id, "result": result}
+                if call.log_levels is not None:  # a 2026 host: resultType and our stamp, as the SDK adds
+                    self._answer_modern(b"", answer, call)
+                else:
+                    self._write(answer)
             else:  # as Passthrough answers it: a protocol error
                 self._write(
                     {"jsonrpc": "2.0", "id": call.host_id, "error": {"code": types.INTERNAL_ERROR, "message": gone}}
@@ -347,6 +370,17 @@ class FastPath:
     def _raw(self, data: bytes) -> None:
         if self.out is not None:
             self.out.write(data if data.endswith(b"\n") else data + b"\n")
+
+
+class _PipeTap:
+    """``ChildPipe.tap`` for one pipe: the fast path's ``child_line``, told which child spoke."""
+
+    def __init__(self, fast: FastPath, pipe: ChildPipe) -> None:
+        self._fast = fast
+        self._pipe = pipe
+
+    def line(self, line: bytes) -> bool:
+        return self._fast.child_line(line, self._pipe)
 
 
 def _loads(line: bytes) -> Any:

@@ -36,7 +36,8 @@ from gatekeeper.proxy import wire
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Catalog, Route
 from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
-from gatekeeper.proxy.fastpath import ChildView, FastPath
+from gatekeeper.proxy.eras import ChildView
+from gatekeeper.proxy.fastpath import FastPath
 from gatekeeper.proxy.listing import ToolListing
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
 from gatekeeper.proxy.proposing import Proposer
@@ -140,19 +141,23 @@ class Proxy:
     def fast_client(self, downstream: Downstream) -> ChildView | None:
         """The live client's era toward this host, when raw forwarding may use it (cached per client).
 
-        None for a host on 2026-07-28 (the SDK server owns its envelope, stamps and request-scoped
-        logs), a host not past its handshake, a child not live, or eras this module does not translate.
+        None for a host not past its handshake (or, on 2026-07-28, its first request the SDK
+        answered), a child not live, or eras this module does not translate.
         """
         client, host = downstream.client, self.host
         if client is None or host is None or not downstream.pipe.alive:
             return None
-        if host.client_params is None or host.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if host.client_params is None and host.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             return None
         view = self._views.get(downstream.name)
         if view is None or view.client is not client or view.host_version != host.protocol_version:
             view = ChildView.of(client, host.protocol_version)
             self._views[downstream.name] = view
         return view if view.usable else None
+
+    def host_version(self) -> str | None:
+        """The protocol revision of the host's connection, once the SDK server has seen a request."""
+        return None if self.host is None else cast(str, self.host.protocol_version)
 
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options(

@@ -6,10 +6,11 @@ answers have an odd key order, spacing and escapes that any re-serialisation wou
 It speaks 2025-11-25 only (``server/discover`` is "method not found", as for older servers).
 
 Tools: ``echo_line`` (the request line as received), ``odd`` (a fixed, oddly formatted result),
-``slow`` (never answers; cancellation is logged), ``progress`` (two progress notifications for
-the request's token, a log line, then an answer), ``die`` (exits mid-call), ``put`` (a write
-the policy proposes: a test asserts it never arrives). One resource ``raw://note`` (read in odd
-bytes; ``raw://die`` exits mid-read) and one prompt ``hello`` (its messages echo the request line).
+``slow`` (never answers; cancellation is logged), ``ask`` (answers ``input_required``),
+``progress`` (two progress notifications for the request's token, a log line, then an answer),
+``die`` (exits mid-call), ``put`` (a write the policy proposes: a test asserts it never arrives).
+One resource ``raw://note`` (read in odd bytes; ``raw://die`` exits mid-read) and one prompt
+``hello`` (its messages echo the request line).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 import os
 import sys
 
-TOOLS = ["echo_line", "odd", "slow", "progress", "die", "put"]
+TOOLS = ["echo_line", "odd", "slow", "progress", "die", "put", "ask"]
 NOTE = '{"id":%s, "result":{"contents":[{"uri":"raw://note","text":"\\u00e9t\u00e9"}]},"jsonrpc":"2.0"}'
 ODD = '{"result" : {"content":[{"type":"text","text":"caf\\u00e9 \\"q\\" \u00fc"}],"_meta":{"n":1.50,"big":12345678901234567890123},"isError":false},  "jsonrpc":"2.0","id":%s}'  # noqa: E501
 
@@ -81,6 +82,8 @@ def main() -> None:
                 os._exit(3)
             elif tool == "slow":
                 continue
+            elif tool == "ask":  # a 2026-only answer a proxy cannot relay (nothing asks the host back)
+                answer(rid, {"resultType": "input_required", "inputRequests": {}})
             else:
                 answer(rid, {"content": [{"type": "text", "text": f"did {tool}"}], "isError": False})
         else:

@@ -1,0 +1,139 @@
+"""What raw forwarding rewrites where host and child speak different protocol revisions.
+
+The SDK pair (server toward the host, client toward the child) translates between eras; the fast
+path (``proxy/fastpath.py``) does the same small rewrite itself, and only where it is known:
+
+- a 2025-11-25 host, a 2026-07-28 child: the request gains the SDK client's envelope (its own
+  stamp function), the result loses the later revision's fields and the child's serverInfo stamp;
+- a 2026-07-28 host: its per-request envelope is checked by the SDK's own classifier and taken off;
+  a 2026 child gets the SDK client's envelope instead, a handshake-era child none. The result gets
+  ``resultType`` (a handshake-era child leaves it out) and the proxy's serverInfo stamp in place of
+  the child's, as the SDK server's serialisation does. Log lines follow each request's log-level
+  opt-in (``io.modelcontextprotocol/logLevel``), as ``ServerSession.send_log_message`` does.
+
+Anything else (two different handshake-era revisions, two different 2026-era ones, an SDK client
+without the stamp function this relies on) stays on the SDK path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+
+METHODS = ("tools/call", "resources/read", "prompts/get")
+LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+HOST_META = "io.modelcontextprotocol/"
+"""The prefix of the 2026-07-28 envelope's keys: the host's, never forwarded to a child."""
+
+
+@dataclass(frozen=True)
+class ChildView:
+    """A live SDK client's era as raw forwarding sees it, toward one host version."""
+
+    client: Any
+    host_version: str
+    usable: bool  # False: the SDK pair translates something this module does not
+    modern: bool  # the child speaks 2026-07-28: requests carry the SDK client's envelope
+    stamp: Callable[[dict[str, Any]], None]
+    foreign: dict[str, frozenset[str]] | None  # per method: fields a 2025 host must not get from a 2026 child
+    host_modern: bool = False  # the host speaks 2026-07-28: results get resultType and our serverInfo stamp
+
+    def foreign_in(self, method: str) -> frozenset[str] | None:
+        return None if self.foreign is None else self.foreign.get(method, frozenset())
+
+    @classmethod
+    def of(cls, client: Any, host_version: str) -> ChildView:
+        version = client.protocol_version
+        if host_version in MODERN_PROTOCOL_VERSIONS:
+            return cls._for_modern_host(client, host_version)
+        if version not in MODERN_PROTOCOL_VERSIONS:
+            # Two handshake-era revisions may differ in result shape: only the same one is raw.
+            return cls(client, host_version, version == host_version, False, _no_stamp, None)
+        stamp = getattr(getattr(client, "session", None), "_stamp", None)  # the SDK client's own envelope
+        try:
+            from mcp.client.session import _later_revision_fields
+
+            foreign = {m: frozenset(_later_revision_fields(m, host_version)) for m in METHODS}
+        except (ImportError, KeyError):
+            stamp = None
+        if stamp is None or host_version in MODERN_PROTOCOL_VERSIONS:
+            return cls(client, host_version, False, True, _no_stamp, None)
+        return cls(client, host_version, True, True, lambda data: stamp(data, {}), foreign)
+
+    @classmethod
+    def _for_modern_host(cls, client: Any, host_version: str) -> ChildView:
+        """A 2026-07-28 host: the request's envelope is replaced by the SDK client's (a 2026 child)
+        or dropped (a handshake-era child); the result gets the fields a 2026 result must carry."""
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return cls(client, host_version, True, False, _no_stamp, None, True)
+        if client.protocol_version != host_version:
+            return cls(client, host_version, False, True, _no_stamp, None, True)  # two 2026-era revisions
+        stamp = getattr(getattr(client, "session", None), "_stamp", None)
+        if stamp is None:
+            return cls(client, host_version, False, True, _no_stamp, None, True)
+        return cls(client, host_version, True, True, lambda data: stamp(data, {}), None, True)
+
+
+def _no_stamp(data: dict[str, Any]) -> None:
+    return None
+
+
+def _no_stamp(data: dict[str, Any]) -> None:
+    return None
+
+
+def envelope_levels(message: dict[str, Any], meta: dict[str, Any], host_version: str | None) -> frozenset[str] | None:
+    """The log levels a 2026 request opted in to, or None if the SDK must answer it: an envelope
+    the SDK's own classifier refuses, a log level it would reject, a version not the host's."""
+    from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+
+    if meta.get(PROTOCOL_VERSION_META_KEY) != host_version:
+        return None
+    requested = meta.get(LOG_LEVEL_META_KEY)
+    if requested is not None and requested not in LEVELS:
+        return None
+    if isinstance(classify_inbound_request(message), InboundLadderRejection):
+        return None
+    return frozenset() if requested is None else frozenset(LEVELS[LEVELS.index(requested) :])
+
+
+def log_note(message: Any) -> tuple[str, dict[str, Any] | None]:
+    """A child's log notification as the SDK server re-sends it (level, data, logger), or None
+    for anything else (the SDK client's to handle)."""
+    params = message.get("params") if isinstance(message, dict) else None
+    if not isinstance(params, dict) or message.get("method") != "notifications/message" or "id" in message:
+        return "", None
+    level, logger = params.get("level"), params.get("logger")
+    if level not in LEVELS or "data" not in params or not (logger is None or isinstance(logger, str)):
+        return "", None
+    note: dict[str, Any] = {"level": level, "data": params["data"]}
+    if logger is not None:
+        note["logger"] = logger
+    return level, note
+
+
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "tools/call": {"isError": False},
+    "resources/read": {"ttlMs": 0, "cacheScope": "private"},  # required on the 2026 wire
+}
+"""Fields the SDK path's result models fill in when the child left them out (their defaults)."""
+
+
+def restamp(method: str, result: dict[str, Any], stamp: dict[str, Any]) -> bool:
+    """A result for a 2026 host, rewritten in place: our serverInfo stamp in place of the child's,
+    ``resultType`` and the model defaults the SDK path adds where a handshake-era child left them
+    out. False: not a complete result."""
+    if result.get("resultType", "complete") != "complete":
+        return False
+    for key, value in _DEFAULTS.get(method, {}).items():
+        result.setdefault(key, value)
+    meta = result.get("_meta")
+    meta = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY} if isinstance(meta, dict) else {}
+    meta[SERVER_INFO_META_KEY] = stamp
+    result["_meta"] = meta
+    result.setdefault("resultType", "complete")
+    return True
