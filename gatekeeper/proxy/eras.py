@@ -82,10 +82,6 @@ def _no_stamp(data: dict[str, Any]) -> None:
     return None
 
 
-def _no_stamp(data: dict[str, Any]) -> None:
-    return None
-
-
 def envelope_levels(message: dict[str, Any], meta: dict[str, Any], host_version: str | None) -> frozenset[str] | None:
     """The log levels a 2026 request opted in to, or None if the SDK must answer it: an envelope
     the SDK's own classifier refuses, a log level it would reject, a version not the host's."""

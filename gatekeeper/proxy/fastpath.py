@@ -146,7 +146,7 @@ class FastPath:
             pipe.tap = _PipeTap(self, pipe).line
         pipe.on_end = self.child_ended
         rid = cast(str | int, host_id)  # checked by _valid_id above
-        name = params.get("name") if method == "tools/call" else ""
+        name = str(params.get("name") or "") if method == "tools/call" else ""
         self.pending[ours] = Pending(rid, token, downstream, pipe, client.foreign_in(method), method, levels, name)
         self.by_host[(type(rid), rid)] = ours
         return True
