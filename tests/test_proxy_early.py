@@ -29,14 +29,24 @@ from tests.proxy_support import PY, REPO
 
 pytestmark = pytest.mark.slow
 
-# Stops the proxy (its parent), records whether pydantic_core is loaded in it and its own pid
-# (it leads its own process group), resumes the proxy, then becomes the real notes server.
+# Records its own pid (it leads its own process group), then becomes the real notes server.
 WRAPPER = """#!/bin/sh
-kill -STOP $PPID
-if grep -q _pydantic_core /proc/$PPID/maps; then state=loaded; else state=clean; fi
-echo "$$ $state" >> "$RECORD"
-kill -CONT $PPID
+echo "$$ started" >> "$RECORD"
 exec "$NOTES_PY" -m gatekeeper.demo.notes_server "$WORKSPACE"
+"""
+
+# Loaded into the proxy only (through its PYTHONPATH; the child's env sets its own): an audit hook
+# that writes, in order, each module import and each process start. The order is the proof that
+# the child was started before pydantic or the SDK was imported; no timing is involved.
+SITECUSTOMIZE = """
+import os, sys
+_out = open(os.environ["GK_TRACE"], "a", buffering=1)
+def _hook(event, args):
+    if event == "import":
+        _out.write("import " + str(args[0]) + "\\n")
+    elif event == "subprocess.Popen":
+        _out.write("popen " + " ".join(str(a) for a in (args[1] or ())) + "\\n")
+sys.addaudithook(_hook)
 """
 
 
@@ -63,8 +73,13 @@ def _policy(tmp: Path, *, broken: bool = False) -> tuple[Path, Path]:
     return policy, record
 
 
-def _proxy(policy: Path, home: Path) -> subprocess.Popen[str]:
+def _proxy(policy: Path, home: Path, trace: Path | None = None) -> subprocess.Popen[str]:
     env = {**os.environ, "GATEKEEPER_HOME": str(home), "PYTHONPATH": str(REPO)}
+    if trace is not None:
+        hooks = trace.parent / "hooks"
+        hooks.mkdir(exist_ok=True)
+        (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        env |= {"PYTHONPATH": f"{hooks}{os.pathsep}{REPO}", "GK_TRACE": str(trace)}
     return subprocess.Popen(
         [PY, "-m", "gatekeeper", "proxy", "--policy", str(policy)],
         env=env,
@@ -101,9 +116,16 @@ def _rpc(proc: subprocess.Popen[str], message: dict[str, object]) -> None:
 
 def test_first_child_starts_before_pydantic_and_the_sdk_and_is_adopted(tmp_path: Path, home: Home) -> None:
     policy, record = _policy(tmp_path)
-    proc = _proxy(policy, home.path)
+    trace = tmp_path / "trace.txt"
+    proc = _proxy(policy, home.path, trace)
     with proc:
         _first_start(proc, record, home)
+    events = trace.read_text().splitlines()
+    first_spawn = next(i for i, e in enumerate(events) if e.startswith("popen") and "notes-wrapper.sh" in e)
+    before = {e.split()[1].split(".")[0] for e in events[:first_spawn] if e.startswith("import ")}
+    assert not before & {"pydantic", "pydantic_core", "mcp", "mcp_types"}, sorted(before)
+    after = {e.split()[1].split(".")[0] for e in events[first_spawn:] if e.startswith("import ")}
+    assert {"pydantic", "mcp"} <= after  # the trace saw the heavy imports: they came after
 
 
 def _first_start(proc: subprocess.Popen[str], record: Path, home: Home) -> None:
@@ -116,9 +138,8 @@ def _first_start(proc: subprocess.Popen[str], record: Path, home: Home) -> None:
         _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
         listed = json.loads(proc.stdout.readline())
         assert "read_note" in [t["name"] for t in listed["result"]["tools"]]
-        # One start only (the early child was adopted, not spawned again), and it ran while the
-        # proxy had loaded neither the policy models nor the SDK.
-        assert [state for _, state in _starts(record)] == ["clean"]
+        # One start only: the early child was adopted, not spawned again.
+        assert [state for _, state in _starts(record)] == ["started"]
         log = (home.log_dir / "notes.log").read_text()
         assert log.count("--- gatekeeper: starting notes (auto):") == 1
         proc.stdin.close()  # type: ignore[union-attr]
