@@ -25,10 +25,10 @@ import mcp_types
 from anyio.abc import Process
 from mcp import StdioServerParameters
 from mcp.client._transport import TransportStreams
-from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from gatekeeper.home import user_umask
+from gatekeeper.policy.commands import child_env
 from gatekeeper.proxy import early
 
 EOF_GRACE = 0.4  # a well-behaved server exits on stdin EOF well within this
@@ -165,8 +165,9 @@ async def _start(
 
 
 def child_environment(params: StdioServerParameters) -> dict[str, str]:
-    """The whole environment a child gets: the SDK's inherited few, then the server's own."""
-    return get_default_environment() | (params.env or {})
+    """The whole environment a child gets: the SDK's inherited few, then the server's own (one
+    definition, shared with the early start and ``policy check``, so adoption compares like with like)."""
+    return child_env(params.env or {})
 
 
 def _parse(line: str) -> SessionMessage | Exception:
