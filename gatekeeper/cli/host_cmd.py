@@ -43,6 +43,8 @@ def host_config(ctx: Ctx, policy_file: str | None, name: str) -> None:
     policy = load_policy(policy_file, home=ctx.home.path)
     folders = [str(Path(sys.executable).absolute().parent)]
     for server in policy.servers.values():
+        if server.command is None:
+            continue  # reached over HTTP
         found = resolve_server(server)
         if "/" not in server.command and found.path is not None:
             folders.append(os.path.dirname(found.path))

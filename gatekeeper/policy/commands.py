@@ -96,6 +96,7 @@ def _lookup(name: str, search: str, base: Path) -> tuple[Path | None, str | None
 
 def resolve_server(server: Server, parent: Mapping[str, str] | None = None) -> Resolved:
     """``resolve`` for one policy server, with the proxy's environment ``parent`` (default: ours)."""
+    assert server.command is not None, "an HTTP server has no command"
     return resolve(server.command, server.env, server.cwd, parent)
 
 
@@ -105,13 +106,15 @@ def executable(server: Server) -> str:
     When it cannot be resolved, the command as written, so the start fails the usual way
     (and ``gatekeeper policy check`` explains why).
     """
-    return resolve_server(server).path or server.command
+    return resolve_server(server).path or server.command or ""
 
 
 def command_problems(policy: Policy, parent: Mapping[str, str] | None = None) -> list[str]:
     """One ``file:line: key: why`` sentence per server whose command would not start."""
     problems = []
     for name, server in policy.servers.items():
+        if server.is_remote:
+            continue
         found = resolve_server(server, parent)
         if found.problem:
             problems.append(f"{policy.where(('servers', name, 'command'))}: server {name!r}: {found.problem}")

@@ -84,6 +84,8 @@ def _from_text(text: str, base: Path) -> list[Launch] | None:
         return None
     found = []
     for name, server in data["servers"].items():
+        if isinstance(server, dict) and "url" in server and "command" not in server:
+            continue  # reached over HTTP: nothing to start
         launch = _server(name, server, base)
         if launch is None:
             return None

@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictBool,
     StrictStr,
     ValidationError,
     ValidationInfo,
@@ -25,10 +26,12 @@ from pydantic import (
     model_validator,
 )
 
+from gatekeeper.canonical import duration_seconds
 from gatekeeper.errors import PolicyError
 from gatekeeper.names import PREFIX, SERVER
 from gatekeeper.policy.messages import describe_value, fail, line_of, locate, suggest
 from gatekeeper.policy.propose import DEFAULT_EXPIRES_AFTER, DEFAULT_MAX_BYTES, Propose, Source
+from gatekeeper.policy.remote import DEFAULT_TIMEOUT, Header, check_network, check_url, header_from_yaml
 from gatekeeper.policy.scalars import (
     Bytes,
     Duration,
@@ -98,7 +101,12 @@ class Server(BaseModel):
     """One downstream MCP server: how to start it, its workspace, and its tool rules."""
 
     model_config = _CONFIG
-    command: NonEmpty
+    command: NonEmpty | None = None
+    url: StrictStr | None = None
+    headers: dict[StrictStr, Header] = Field(default_factory=dict)
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, le=3600)
+    allow_remote: StrictBool = False
+    allow_addresses: tuple[StrictStr, ...] = ()
     args: tuple[StrictStr, ...] = ()
     env: dict[StrictStr, StrictStr] = Field(default_factory=dict)
     # Run in the policy file's folder unless told otherwise, so './x' in args means the same
@@ -110,9 +118,9 @@ class Server(BaseModel):
 
     @field_validator("command")
     @classmethod
-    def _command(cls, value: str, info: ValidationInfo) -> str:
+    def _command(cls, value: str | None, info: ValidationInfo) -> str | None:
         # './bin/server' is relative to the policy file; a bare 'python' is found on PATH.
-        if "/" in value or value.startswith("~"):
+        if value is not None and ("/" in value or value.startswith("~")):
             return str(resolve_path(value, info))
         return value
 
@@ -122,6 +130,53 @@ class Server(BaseModel):
         if value is None and info.field_name == "cwd":
             value = "."  # 'cwd:' left empty means the default, like leaving it out
         return resolve_path(value, info)
+
+    @field_validator("headers", mode="before")
+    @classmethod
+    def _headers(cls, value: object) -> object:
+        if isinstance(value, dict):
+            return {name: header_from_yaml(name, header) for name, header in value.items()}
+        return value
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout(cls, value: object) -> object:
+        if isinstance(value, str):  # '30s', '2m' like every other duration in the policy
+            seconds = duration_seconds(value)
+            if seconds is None:
+                fail(f"expected seconds or a duration such as '30s' or '2m', got {value!r}")
+            return seconds
+        return value
+
+    @field_validator("allow_addresses")
+    @classmethod
+    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_network(entry) for entry in value)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> Server:
+        """A server is a program to start (``command``) or an endpoint to talk to (``url``), never both."""
+        given = self.model_fields_set
+        stray: list[str]
+        if self.command is None and self.url is None:
+            fail("missing 'command' (a program to start) or 'url' (a Streamable HTTP endpoint)")
+        if self.command is not None and self.url is not None:
+            fail("a server has either 'command' or 'url', not both")
+        if self.url is not None:
+            check_url(self.url, self.allow_remote)
+            stray = [key for key in ("args", "env", "cwd") if key in given]
+            transport = "'url' servers (they are not started by Gatekeeper)"
+        else:
+            stray = [key for key in ("headers", "timeout", "allow_remote", "allow_addresses") if key in given]
+            transport = "'command' servers (they speak stdio)"
+        if stray:
+            fail(f"{', '.join(repr(key) for key in stray)} does not apply to {transport}")
+        return self
+
+    @property
+    def is_remote(self) -> bool:
+        """Reached over Streamable HTTP rather than started as a child on stdio."""
+        return self.url is not None
 
     @field_validator("prefix")
     @classmethod
