@@ -97,6 +97,18 @@ def envelope_levels(message: dict[str, Any], meta: dict[str, Any], host_version:
     return frozenset() if requested is None else frozenset(LEVELS[LEVELS.index(requested) :])
 
 
+def ask_for(request: dict[str, Any], levels: frozenset[str]) -> None:
+    """A 2026 host's request to a 2026 child asks the child for the host's own log opt-in, not the
+    SDK client's ``debug``: the proxy would drop the rest anyway, and a server asked for debug logs
+    does that work on every call (the bundled notes server: ~0.12 ms). A 2025 host gets every log
+    line, as handshake-era servers send them unconditionally, so its requests keep ``debug``."""
+    meta = request["params"].setdefault("_meta", {})
+    if levels:
+        meta[LOG_LEVEL_META_KEY] = LEVELS[len(LEVELS) - len(levels)]
+    else:
+        meta.pop(LOG_LEVEL_META_KEY, None)
+
+
 def log_note(message: Any) -> tuple[str, dict[str, Any] | None]:
     """A child's log notification as the SDK server re-sends it (level, data, logger), or None
     for anything else (the SDK client's to handle)."""

@@ -138,6 +138,8 @@ class FastPath:
             return False  # an envelope on a 2025 connection, or none on a 2026 one: the SDK answers it
         request: dict[str, Any] = {"jsonrpc": "2.0", "id": ours, "method": method, "params": out_params}
         client.stamp(request)
+        if levels is not None and client.modern:
+            eras.ask_for(request, levels)
         pipe = downstream.pipe
         if not pipe.write(orjson.dumps(request) + b"\n"):
             return False

@@ -51,6 +51,12 @@ async def sleep_then_touch(marker: str, seconds: float = 2.0, started: str = "",
     return "touched"
 
 
+@server.tool(description="The log level this request asked for in its 2026-07-28 `_meta`, or 'none'.")
+def log_opt_in(ctx: Context) -> str:
+    meta = (ctx.request_context.params or {}).get("_meta") or {}
+    return str(meta.get("io.modelcontextprotocol/logLevel", "none"))
+
+
 @server.tool(description="Report progress and log each step.")
 async def steps(n: int, ctx: Context) -> int:
     for i in range(1, n + 1):
