@@ -18,7 +18,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import TextContent
 
-from tests.http_support import HttpPeer, everything_http, vault_http, vault_server
+from tests.http_support import HttpPeer, everything, everything_http, vault_http, vault_server
+from tests.process_support import alive, wait_gone
 
 __all__ = ["everything_http", "vault_http"]  # fixtures, used by name below
 
@@ -159,3 +160,13 @@ async def test_vault_has_no_other_writing_tool(vault_http: HttpPeer) -> None:
         assert unknown.is_error and "delete_note" in text_of(unknown)
         assert not (await client.call_tool("search_notes", {"query": "x"})).is_error
     assert [c["tool"] for c in vault_http.tool_calls()] == ["search_notes"]
+
+
+async def test_servers_stop_with_their_context(tmp_path: Path) -> None:
+    """tests/http_support.py leaves nothing running: the server's process group ends with the block."""
+    with vault_server(tmp_path / "vault", tmp_path / "logs") as vault, everything(tmp_path / "logs") as every:
+        pids = {vault.process.pid, every.process.pid}
+        assert all(alive(pid) for pid in pids)
+        assert vault.url != every.url
+    wait_gone(pids, timeout=10)
+    assert vault.process.returncode is not None and every.process.returncode is not None
