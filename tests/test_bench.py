@@ -33,6 +33,7 @@ def test_bench_quick_runs_and_reports_every_figure(tmp_path: Path) -> None:
         "F1. notes raw gatekeeper ratio p50",
         "F2. notes cold gatekeeper tools/list",
         "F3. notes gatekeeper RSS after calls",
+        "H1. vault sdk direct p50",
     ):
         assert figure in result.stdout
     locked = re.search(r'"database is locked" errors\s+(\d+)', result.stdout)
@@ -65,5 +66,13 @@ def test_bench_modules_import_the_harness_not_each_other() -> None:
             # fastpath_bench's launchers and raw client live beside it (a module stays under 400 lines)
             extra = {"fastpath_setup"} if name == "fastpath_bench" else set()
             assert imported <= {"harness", "bigdb"} | extra, f"bench/{name}.py imports {sorted(imported)}"
-    benches = {"write_bench", "audit_bench", "commit_bench", "proxy_bench", "review_bench", "fastpath_bench"}
+    benches = {
+        "write_bench",
+        "audit_bench",
+        "commit_bench",
+        "proxy_bench",
+        "review_bench",
+        "fastpath_bench",
+        "http_bench",
+    }
     assert graph["run"] >= benches

@@ -11,10 +11,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "scripts"
 
 from install_peers import (
     PeerUnavailable,
+    ensure_everything_server,
     ensure_filesystem_server,
     ensure_git_server,
     ensure_old_sdk_server,
     ensure_ts_client,
+    ensure_ts_server_sdk,
 )
 
 PEERS = Path(__file__).resolve().parent
@@ -48,6 +50,25 @@ def ts_client_modules() -> Path:
         return ensure_ts_client()
     except PeerUnavailable as exc:
         missing("the TypeScript SDK client", f"scripts/install_peers.py could not install it: {exc}")
+
+
+def everything_server() -> Path:
+    """``mcp-server-everything`` (its ``streamableHttp`` argument serves Streamable HTTP on $PORT)."""
+    try:
+        return ensure_everything_server()
+    except PeerUnavailable as exc:
+        missing("server-everything", f"scripts/install_peers.py could not install it: {exc}")
+
+
+def ts_server_modules() -> Path:
+    """NODE_PATH for tests/peers/vault_http_server.mjs (the TypeScript SDK 1.x server side)."""
+    try:
+        return ensure_ts_server_sdk()
+    except PeerUnavailable as exc:
+        missing(
+            "the TypeScript SDK server (@modelcontextprotocol/sdk)",
+            f"scripts/install_peers.py could not install it: {exc}",
+        )
 
 
 def old_notes_policy(tmp: Path, *, pid_dir: Path | None = None, extra: str = "") -> Path:
