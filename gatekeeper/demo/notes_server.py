@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import Completion, CompletionArgument, CompletionContext, PromptReference, ResourceTemplateReference
 
 MAX_READ = 1 << 20
 
@@ -34,6 +35,7 @@ def build(root: Path) -> MCPServer:
 
     _reading_tools(server, root, inside)
     _writing_tools(server, root, inside)
+    _completions(server, root)
     return server
 
 
@@ -72,6 +74,25 @@ def _reading_tools(server: MCPServer, root: Path, inside: Callable[[str], Path])
     @server.prompt(description="Ask for a summary of one note.")
     def summarize(path: str) -> str:
         return f"Summarise the note {path} in three bullet points."
+
+
+def _completions(server: MCPServer, root: Path) -> None:
+    """Note paths for the ``summarize`` prompt's ``path``, note names for ``note://{name}``."""
+
+    @server.completion()  # type: ignore[no-untyped-call,untyped-decorator]  # the SDK's decorator is untyped
+    async def complete(
+        ref: PromptReference | ResourceTemplateReference,
+        argument: CompletionArgument,
+        context: CompletionContext | None,
+    ) -> Completion | None:
+        if isinstance(ref, PromptReference) and (ref.name, argument.name) == ("summarize", "path"):
+            found = sorted(str(p.relative_to(root)) for p in root.rglob("*.md") if p.is_file())
+        elif isinstance(ref, ResourceTemplateReference) and (ref.uri, argument.name) == ("note://{name}", "name"):
+            found = sorted(p.stem for p in (root / "notes").glob("*.md") if p.is_file())
+        else:
+            return None
+        values = [v for v in found if v.startswith(argument.value)]
+        return Completion(values=values[:100], total=len(values), has_more=len(values) > 100)
 
 
 def _writing_tools(server: MCPServer, root: Path, inside: Callable[[str], Path]) -> None:

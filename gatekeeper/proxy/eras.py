@@ -24,7 +24,7 @@ from typing import Any
 from mcp.types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-METHODS = ("tools/call", "resources/read", "prompts/get")
+METHODS = ("tools/call", "resources/read", "prompts/get", "completion/complete")
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 HOST_META = "io.modelcontextprotocol/"
 """The prefix of the 2026-07-28 envelope's keys: the host's, never forwarded to a child."""

@@ -1,8 +1,8 @@
 """Allowed requests forwarded as raw JSON-RPC, past the SDK server and client.
 
 Which: ``tools/call`` of an allowed tool, ``resources/read`` of a resource whose server is known,
-``prompts/get`` (the reads ``Passthrough`` forwards). ``completion/complete`` is not routed by
-the proxy at all (the SDK answers "method not found"), so it is not forwarded here either.
+``prompts/get`` (the reads ``Passthrough`` forwards), ``completion/complete`` of a known ref on a
+server that offers completions (``proxy/completion.py`` routes, refuses and records the rest).
 
 Today's path parses the host's line into pydantic models, runs the SDK server's handler, sends
 the call through the SDK client (which validates the child's result against the tool's output
@@ -16,7 +16,7 @@ notifications reach a 2025 host through the SDK client (``Proxy._on_child_log``)
 from here, following the opt-in of the latest fast call on that child.
 
 The routing decision is the one ``Proxy._call_tool`` makes (``Proxy.fast_route``; for the reads
-``Proxy.fast_resource`` and ``fast_prompt``, as ``Passthrough`` routes them): anything
+``Proxy.fast_resource``, ``fast_prompt`` and ``fast_completion``, as the SDK path routes them): anything
 that is not a plain allowed call to a healthy, listed, pinned tool takes the SDK path, as does
 anything this module cannot handle byte-exactly (a big integer orjson would round, an envelope
 the SDK would refuse, a congested pipe, a duplicate id). Where host and child speak different
@@ -37,6 +37,7 @@ from mcp.types import PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
 
 from gatekeeper.proxy import eras, wire
 from gatekeeper.proxy.child import ChildPipe
+from gatekeeper.proxy.completion import raw_ref
 from gatekeeper.proxy.eras import ChildView
 from gatekeeper.proxy.status import tool_error
 
@@ -51,7 +52,7 @@ ID_PREFIX = "gatekeeper-fast-"
 _ID_BYTES = ID_PREFIX.encode()
 _CLOSED = "Connection closed"  # the SDK client's words for a child gone mid-call (proxy/downstream.py)
 _BIG_NUMBER = re.compile(rb"[0-9]{19}")  # orjson rounds integers beyond 64 bits to floats: not ours to take
-_MARKERS = (b'"tools/call"', b'"resources/read"', b'"prompts/get"')
+_MARKERS = (b'"tools/call"', b'"resources/read"', b'"prompts/get"', b'"completion/complete"')
 _LOG_MARKER = b'"notifications/message"'
 _ID_FIELD = re.compile(rb'("id"\s*:\s*)"' + re.escape(_ID_BYTES) + rb'[0-9]+"')
 
@@ -129,6 +130,8 @@ class FastPath:
             target = self._resource(params)
         elif method == "prompts/get":
             target = self._prompt(params)
+        elif method == "completion/complete":
+            target = self._complete(params)
         else:
             return False
         if target is None:
@@ -202,6 +205,16 @@ class FastPath:
         if arguments is not None:
             out_params["arguments"] = arguments
         return downstream, out_params, client
+
+    def _complete(self, params: dict[str, Any]) -> Target | None:
+        """``completion/complete``: the ref as its server names it; argument and context as sent."""
+        ref = raw_ref(params)  # None: a shape the SDK path answers
+        route = None if ref is None else self.proxy.fast_completion(ref[0], ref[2])
+        if ref is None or route is None:
+            return None
+        out_params = {k: v for k, v in params.items() if k != "_meta"}
+        out_params["ref"] = {**params["ref"], ref[1]: route[1]}
+        return route[0], out_params, route[2]
 
     def _cancel(self, line: bytes) -> bool:
         message = _loads(line)
@@ -295,11 +308,7 @@ class FastPath:
                 structured = result.get("structuredContent")
                 if kind != "complete" or (structured is not None and not isinstance(structured, dict)):
                     log.error("%s: the child's result cannot be given to a 2025 host: %s", call.method, kind)
-                    error = {
-                        "code": types.INTERNAL_ERROR,
-                        "message": f"Gatekeeper internal error in {call.method}; details are in its log",
-                    }
-                    self._write({"jsonrpc": "2.0", "id": call.host_id, "error": error})
+                    self._error(call, f"Gatekeeper internal error in {call.method}; details are in its log")
                     return
                 for key in call.reshape:
                     result.pop(key, None)
@@ -326,11 +335,10 @@ class FastPath:
             result = tool_error(text).model_dump(mode="json", by_alias=True, exclude_none=True)
             self._answer_modern(b"", {"jsonrpc": "2.0", "id": call.host_id, "result": result}, call)
             return
-        error = {
-            "code": types.INTERNAL_ERROR,
-            "message": f"Gatekeeper internal error in {call.method}; details are in its log",
-        }
-        self._write({"jsonrpc": "2.0", "id": call.host_id, "error": error})
+        self._error(call, f"Gatekeeper internal error in {call.method}; details are in its log")
+
+    def _error(self, call: Pending, message: str) -> None:
+        self._write({"jsonrpc": "2.0", "id": call.host_id, "error": {"code": types.INTERNAL_ERROR, "message": message}})
 
     def child_ended(self, pipe: ChildPipe) -> None:
         """The child's stdout closed: every fast call still waiting on it gets today's answer."""
@@ -348,9 +356,7 @@ class FastPath:
                 else:
                     self._write(answer)
             else:  # as Passthrough answers it: a protocol error
-                self._write(
-                    {"jsonrpc": "2.0", "id": call.host_id, "error": {"code": types.INTERNAL_ERROR, "message": gone}}
-                )
+                self._error(call, gone)
         if waiting:
             downstream = self.pending_downstream(pipe)
             if downstream is not None:

@@ -33,6 +33,7 @@ class Passthrough:
         self.policy = policy
         self.downstreams = downstreams
         self.resource_owner: dict[str, str] = {}
+        self.template_owner: dict[str, str] = {}  # uri template -> the server that listed it
 
     async def _each(self, fn: Callable[[Downstream], Awaitable[list[T]]]) -> list[T]:
         """Merge one list over every server, in policy order; a failure names the server."""
@@ -71,9 +72,23 @@ class Passthrough:
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         async def one(d: Downstream) -> list[types.ResourceTemplate]:
-            return await self._pages(d, "list_resource_templates", "resource_templates")
+            templates = await self._pages(d, "list_resource_templates", "resource_templates")
+            for t in templates:
+                self.template_owner[t.uri_template] = d.name
+            return templates
 
         return types.ListResourceTemplatesResult(resource_templates=await self._each(one))
+
+    async def learn_templates(self) -> None:
+        """Note who lists which resource template, from every server that is up (the others are skipped)."""
+        for downstream in self.downstreams.values():
+            if downstream.client is None:
+                continue
+            try:
+                for t in await self._pages(downstream, "list_resource_templates", "resource_templates"):
+                    self.template_owner[t.uri_template] = downstream.name
+            except (MCPError, DownstreamUnavailable, DownstreamGone):
+                continue
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams

@@ -35,6 +35,7 @@ from gatekeeper.policy import RESERVED_TOOL, Policy
 from gatekeeper.proxy import wire
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Catalog, Route
+from gatekeeper.proxy.completion import Completions, offers_completions
 from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
 from gatekeeper.proxy.eras import ChildView
 from gatekeeper.proxy.fastpath import FastPath
@@ -78,6 +79,7 @@ class Proxy:
         }
         self.listing = ToolListing(self.catalog, self.downstreams, self.audit)
         self.passthrough = Passthrough(policy, self.downstreams)
+        self.completions = Completions(self.passthrough, self.downstreams, self.audit)
         self.proposer = Proposer(policy, home, self.audit, self.session_id)
         self.server: Server[Any] = Server(
             "gatekeeper",
@@ -95,6 +97,7 @@ class Proxy:
             on_read_resource=self.passthrough.read_resource,
             on_list_prompts=self.passthrough.list_prompts,
             on_get_prompt=self.passthrough.get_prompt,
+            on_completion=self.completions.complete,
         )
         self.server.middleware.append(self._middleware)
         self.fast = FastPath(self)
@@ -137,6 +140,14 @@ class Proxy:
             return None
         view = self.fast_client(owner[0])
         return None if view is None else (owner[0], owner[1], view)
+
+    def fast_completion(self, kind: str, key: str) -> tuple[Downstream, str, ChildView] | None:
+        """Where a ``completion/complete`` goes raw: a known ref on a live server that offers completions."""
+        found = self.completions.locate(kind, key)
+        if found is None or not offers_completions(found[0].client):
+            return None  # the SDK path answers (and records) it
+        view = self.fast_client(found[0])
+        return None if view is None else (found[0], found[1], view)
 
     def fast_client(self, downstream: Downstream) -> ChildView | None:
         """The live client's era toward this host, when raw forwarding may use it (cached per client).
@@ -191,10 +202,14 @@ class Proxy:
         self.store.close()
 
     async def _middleware(self, ctx: ServerRequestContext[Any], call_next: Callable[..., Awaitable[Any]]) -> Any:
-        """Remember the host session; turn an unexpected exception into a plain error, logged in full."""
+        """Remember the host session; say whether completions are offered (initialize, server/discover);
+        turn an unexpected exception into a plain error, logged in full."""
         self.host = ctx.session
         try:
-            return await call_next(ctx)
+            result = await call_next(ctx)
+            if ctx.method in ("initialize", "server/discover"):
+                await self.completions.advertise(result)
+            return result
         except MCPError:
             raise
         except ValidationError as exc:  # the host sent params of the wrong shape

@@ -9,8 +9,10 @@ Tools: ``echo_line`` (the request line as received), ``odd`` (a fixed, oddly for
 ``slow`` (never answers; cancellation is logged), ``ask`` (answers ``input_required``),
 ``progress`` (two progress notifications for the request's token, a log line, then an answer),
 ``die`` (exits mid-call), ``put`` (a write the policy proposes: a test asserts it never arrives).
-One resource ``raw://note`` (read in odd bytes; ``raw://die`` exits mid-read) and one prompt
-``hello`` (its messages echo the request line).
+One resource ``raw://note`` (read in odd bytes; ``raw://die`` exits mid-read), one resource
+template ``raw://{name}`` and one prompt ``hello`` (its messages echo the request line).
+``completion/complete`` answers fixed odd bytes for any ref (``RAW_NO_COMPLETIONS`` set: the
+capability is not advertised, and the method is not found).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import sys
 
 TOOLS = ["echo_line", "odd", "slow", "progress", "die", "put", "ask"]
 NOTE = '{"id":%s, "result":{"contents":[{"uri":"raw://note","text":"\\u00e9t\u00e9"}]},"jsonrpc":"2.0"}'
+COMPLETE = '{"result":{"completion":{"values":["h\\u00e9llo", "hi"],"total":2}},"jsonrpc":"2.0" ,"id":%s}'
+COMPLETIONS = not os.environ.get("RAW_NO_COMPLETIONS")
 ODD = '{"result" : {"content":[{"type":"text","text":"caf\\u00e9 \\"q\\" \u00fc"}],"_meta":{"n":1.50,"big":12345678901234567890123},"isError":false},  "jsonrpc":"2.0","id":%s}'  # noqa: E501
 
 
@@ -47,6 +51,8 @@ def main() -> None:
         if method == "initialize":
             info = {"name": "raw", "version": "1"}
             caps = {"tools": {}, "logging": {}, "resources": {}, "prompts": {}}
+            if COMPLETIONS:
+                caps["completions"] = {}
             answer(rid, {"protocolVersion": "2025-11-25", "capabilities": caps, "serverInfo": info})
         elif method == "tools/list":
             variant = os.environ.get("RAW_VARIANT", "")  # a changed definition, for pinning tests
@@ -58,6 +64,10 @@ def main() -> None:
             if params.get("uri") == "raw://die":
                 os._exit(3)
             send(NOTE % json.dumps(rid))
+        elif method == "resources/templates/list":
+            answer(rid, {"resourceTemplates": [{"uriTemplate": "raw://{name}", "name": "named"}]})
+        elif method == "completion/complete" and COMPLETIONS:
+            send(COMPLETE % json.dumps(rid))
         elif method == "prompts/list":
             answer(rid, {"prompts": [{"name": "hello", "arguments": [{"name": "who"}]}]})
         elif method == "prompts/get":

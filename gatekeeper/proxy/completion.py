@@ -1,0 +1,155 @@
+"""``completion/complete``: argument completions from the one server that owns what they are for.
+
+A ``ref/prompt`` goes by the host-facing prompt name (with several servers it carries the
+server's prefix: ``Passthrough.owner`` maps it back), a ``ref/resource`` by its URI or URI
+template to the server that listed it (``Passthrough.template_owner``, ``resource_owner``;
+with one server, that server). A ref that names nothing known, a server without the
+``completions`` capability, or a server that is down gets a JSON-RPC error that says which, and
+is recorded like the proxy's other refusals. Allowed ones also take the fast path
+(``proxy/fastpath.py``, through ``Proxy.fast_completion`` and ``locate`` here).
+
+The host is told ``completions`` is offered when a server that is up offers it. Capabilities are
+fixed at the handshake, so ``advertise`` waits for the servers' own first handshakes (bounded by
+``CAPABILITY_WAIT``; a server still starting after that does not count). A server's completions
+are only known once it is up: one that starts later, or comes back after a restart without
+them, does not change what the host was told (MCP has no notification for capabilities).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import anyio
+from mcp import Client, MCPError, types
+from mcp.server import ServerRequestContext
+
+from gatekeeper.proxy.audit import Audit
+from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
+from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
+from gatekeeper.store import events as ev
+from gatekeeper.store.bounded import cut
+
+METHOD = "completion/complete"
+CAPABILITY_WAIT = float(os.environ.get("GATEKEEPER_CAPABILITY_WAIT", "5"))
+"""Seconds the handshake waits for the servers' own, to know whether one offers completions."""
+
+
+def offers_completions(client: Client | None) -> bool:
+    """The live client's server advertised ``completions``."""
+    return client is not None and client.server_capabilities.completions is not None
+
+
+class Completions:
+    """Routes ``completion/complete`` (the SDK server's handler) and the ``completions`` capability."""
+
+    def __init__(self, passthrough: Passthrough, downstreams: dict[str, Downstream], audit: Audit) -> None:
+        self.passthrough = passthrough
+        self.downstreams = downstreams
+        self.audit = audit
+
+    def locate(self, kind: str, key: str) -> tuple[Downstream, str] | None:
+        """The server a ref belongs to and the ref's name (or URI) there; None if none is known."""
+        if kind == "ref/prompt":
+            return self.passthrough.owner(key)
+        owner = self.passthrough.template_owner.get(key) or self.passthrough.resource_owner.get(key)
+        if owner is None and len(self.downstreams) == 1:
+            owner = next(iter(self.downstreams))
+        return None if owner is None else (self.downstreams[owner], key)
+
+    def offered(self) -> bool:
+        return any(offers_completions(d.client) for d in self.downstreams.values())
+
+    async def advertise(self, result: Any) -> None:
+        """Set or drop ``completions`` in an ``initialize`` or ``server/discover`` result (a wire dict)."""
+        capabilities = result.get("capabilities") if isinstance(result, dict) else None
+        if not isinstance(capabilities, dict):
+            return
+        if not self.offered():
+            with anyio.move_on_after(CAPABILITY_WAIT):
+                async with anyio.create_task_group() as tg:
+                    for downstream in self.downstreams.values():
+                        tg.start_soon(_settled, downstream)
+        if self.offered():
+            capabilities["completions"] = {}
+        else:
+            capabilities.pop("completions", None)
+
+    async def complete(
+        self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        ref = params.ref
+        key = ref.name if isinstance(ref, types.PromptReference) else ref.uri
+        found = self.locate(ref.type, key)
+        if found is None and ref.type == "ref/resource":
+            await self.passthrough.learn_templates()  # the host may complete before it listed them
+            found = self.locate(ref.type, key)
+        if found is None:
+            what = "prompt" if ref.type == "ref/prompt" else "resource or resource template"
+            raise await self._refuse(
+                types.INVALID_PARAMS,
+                f"no downstream server offers the {what} {cut(key)!r}; "
+                f"complete arguments of the {what}s Gatekeeper lists",
+                "unknown_ref",
+                ref.type,
+                key,
+            )
+        downstream, key_there = found
+        ref_there = ref.model_copy(update={"name": key_there}) if isinstance(ref, types.PromptReference) else ref
+        try:
+            client = await downstream.ready()
+            if not offers_completions(client):
+                raise await self._refuse(
+                    types.INVALID_PARAMS,
+                    f"downstream server '{downstream.name}' does not offer completions (it does not advertise the "
+                    "'completions' capability); fill in the argument without them",
+                    "no_completions",
+                    ref.type,
+                    key,
+                )
+            context = params.context.arguments if params.context else None
+            argument = {"name": params.argument.name, "value": params.argument.value}
+            result = await downstream.call(lambda c: c.session.complete(ref_there, argument, context))
+        except (DownstreamUnavailable, DownstreamGone) as exc:
+            raise await self._refuse(types.INTERNAL_ERROR, str(exc), "server_unavailable", ref.type, key) from None
+        return strip_stamp(result)
+
+    async def _refuse(self, code: int, message: str, reason: str, kind: str, key: str) -> MCPError:
+        """Record the refusal and return the error that answers it."""
+        await self.audit.refused(ev.REQUEST_REFUSED, {"method": METHOD, "reason": reason, "ref": kind, "key": cut(key)})
+        return MCPError(code, message)
+
+
+def raw_ref(params: dict[str, Any]) -> tuple[str, str, str] | None:
+    """A raw ``completion/complete``'s ref as (type, its key field, the key), if every part of the
+    params has the shape the SDK path would accept unchanged; else None (the SDK path answers it)."""
+    ref, argument, context = params.get("ref"), params.get("argument"), params.get("context")
+    if set(params) - {"ref", "argument", "context", "_meta"} or not _strings(argument, {"name", "value"}, exact=True):
+        return None
+    if context is not None and not (isinstance(context, dict) and set(context) <= {"arguments"}):
+        return None
+    if context is not None and not _strings(context.get("arguments", {}), None):
+        return None
+    kind = ref.get("type") if isinstance(ref, dict) else None
+    field = {"ref/prompt": "name", "ref/resource": "uri"}.get(kind) if isinstance(kind, str) else None
+    if not isinstance(ref, dict) or kind is None or field is None or not isinstance(key := ref.get(field), str):
+        return None
+    allowed = {"type", "name", "title"} if kind == "ref/prompt" else {"type", "uri"}
+    return (kind, field, key) if _strings(ref, allowed) else None
+
+
+def _strings(value: Any, keys: set[str] | None, *, exact: bool = False) -> bool:
+    """A dict of strings, with only ``keys`` (all of them if ``exact``) when given."""
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        return False
+    return keys is None or (set(value) == keys if exact else set(value) <= keys)
+
+
+async def _settled(downstream: Downstream) -> None:
+    """Wait until the server's first start is up or failed (a later discover does not restart one)."""
+    if downstream.generation or downstream.start_failed:
+        return
+    try:
+        await downstream.ready(CAPABILITY_WAIT)
+    except DownstreamUnavailable:
+        return
