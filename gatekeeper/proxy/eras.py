@@ -97,11 +97,14 @@ def envelope_levels(message: dict[str, Any], meta: dict[str, Any], host_version:
     return frozenset() if requested is None else frozenset(LEVELS[LEVELS.index(requested) :])
 
 
-def ask_for(request: dict[str, Any], levels: frozenset[str]) -> None:
+def ask_for(request: dict[str, Any], levels: frozenset[str] | None, child_modern: bool) -> None:
     """A 2026 host's request to a 2026 child asks the child for the host's own log opt-in, not the
     SDK client's ``debug``: the proxy would drop the rest anyway, and a server asked for debug logs
     does that work on every call (the bundled notes server: ~0.12 ms). A 2025 host gets every log
-    line, as handshake-era servers send them unconditionally, so its requests keep ``debug``."""
+    line, as handshake-era servers send them unconditionally, so its requests keep ``debug``
+    (``levels`` None); a handshake-era child has no per-request opt-in."""
+    if levels is None or not child_modern:
+        return
     meta = request["params"].setdefault("_meta", {})
     if levels:
         meta[LOG_LEVEL_META_KEY] = LEVELS[len(LEVELS) - len(levels)]

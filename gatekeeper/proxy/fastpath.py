@@ -141,8 +141,7 @@ class FastPath:
             return False  # an envelope on a 2025 connection, or none on a 2026 one: the SDK answers it
         request: dict[str, Any] = {"jsonrpc": "2.0", "id": ours, "method": method, "params": out_params}
         client.stamp(request)
-        if levels is not None and client.modern:
-            eras.ask_for(request, levels)
+        eras.ask_for(request, levels, client.modern)
         pipe = downstream.pipe
         if not pipe.write(orjson.dumps(request) + b"\n"):
             return False
@@ -384,8 +383,7 @@ class _PipeTap:
     """``ChildPipe.tap`` for one pipe: the fast path's ``child_line``, told which child spoke."""
 
     def __init__(self, fast: FastPath, pipe: ChildPipe) -> None:
-        self._fast = fast
-        self._pipe = pipe
+        self._fast, self._pipe = fast, pipe
 
     def line(self, line: bytes) -> bool:
         return self._fast.child_line(line, self._pipe)
