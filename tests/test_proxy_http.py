@@ -1,0 +1,150 @@
+"""Gatekeeper in front of a real Streamable HTTP server (tests/peers/stateful_http_server.py, the
+Python SDK on its streamable-http transport, stateful): allow, propose, deny, a restart of the
+server mid-test (its session is gone: a new one, the call retried), a server down and back, and
+a header secret from the environment that reaches the server and nothing else."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, types
+
+from gatekeeper.home import Home
+from tests.http_servers import free_port, proxied, running, start, stop
+from tests.proxy_support import events, files_under
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+MODES = ["auto", "legacy"]
+SERVER = "tests.peers.stateful_http_server"
+TOKEN = "s3cr3t-token-7f4e9a"
+
+
+def text(result: types.CallToolResult) -> str:
+    return result.content[0].text  # type: ignore[union-attr]
+
+
+def policy(tmp: Path, port: int, extra: str = "") -> Path:
+    workspace = tmp / "vault"
+    workspace.mkdir(exist_ok=True)
+    (workspace / "hello.md").write_text("# Hello\n")
+    body = f"""
+    version: 1
+    servers:
+      vault:
+        url: http://127.0.0.1:{port}/mcp
+        timeout: 10s
+        workspace: {workspace}
+        headers: {{Authorization: {{env: VAULT_TOKEN, prefix: "Bearer "}}}}
+        tools:
+          read_note: allow
+          whoami: allow
+          erase_all: deny
+          create_note:
+            propose:
+              path: {{arg: name}}
+              content: {{arg: body}}
+    """
+    path = tmp / "policy.yaml"
+    path.write_text(textwrap.dedent(body) + extra)
+    return path
+
+
+def serve(tmp: Path, port: int) -> Any:
+    return running(SERVER, str(tmp / "vault"), "--token-env", "VAULT_TOKEN", port=port, env={"VAULT_TOKEN": TOKEN})
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_allow_propose_deny_through_the_http_server(tmp_path: Path, home: Home, mode: str) -> None:
+    port = free_port()
+    path = policy(tmp_path, port)
+    with serve(tmp_path, port):
+        async with proxied(path, home.path, {"VAULT_TOKEN": TOKEN}, mode) as p:
+            names = {t.name for t in (await p.list_tools()).tools}
+            assert {"read_note", "create_note", "whoami"} <= names and "erase_all" not in names
+            read = await p.call_tool("read_note", {"name": "hello.md"})
+            assert not read.is_error and text(read) == "# Hello\n"
+            proposed = await p.call_tool("create_note", {"name": "new.md", "body": "hi"})
+            assert "proposal" in json.dumps(proposed.model_dump(mode="json")).lower()
+            denied = await p.call_tool("erase_all", {})
+            assert denied.is_error
+    vault = tmp_path / "vault"
+    assert not (vault / "new.md").exists() and not (vault / "ERASED").exists()  # the server's writes never ran
+    assert events(home.path, "proposal_created") and events(home.path, "tool_denied")
+
+
+async def test_the_token_reaches_the_server_and_nothing_else(tmp_path: Path, home: Home) -> None:
+    port = free_port()
+    path = policy(tmp_path, port)
+    with serve(tmp_path, port):
+        async with proxied(path, home.path, {"VAULT_TOKEN": TOKEN}) as p:
+            assert not (await p.call_tool("whoami", {})).is_error  # the server answers 401 without it
+    leaked = [name for name, data in files_under(home.path).items() if TOKEN.encode() in data]
+    assert leaked == [], f"the token is written in {leaked}"
+
+
+async def test_a_missing_token_variable_is_named(tmp_path: Path, home: Home) -> None:
+    port = free_port()
+    path = policy(tmp_path, port)
+    with serve(tmp_path, port):
+        async with proxied(path, home.path, {}) as p:
+            result = await p.call_tool("whoami", {})
+    assert result.is_error and "'vault'" in text(result) and "VAULT_TOKEN" in text(result)
+    assert "not set" in text(result)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_restarted_server_gets_a_new_session_and_the_call_works(tmp_path: Path, home: Home, mode: str) -> None:
+    port = free_port()
+    path = policy(tmp_path, port)
+    env = {"VAULT_TOKEN": TOKEN}
+    first = start(SERVER, str(tmp_path / "vault"), "--token-env", "VAULT_TOKEN", port=port, env=env)
+    try:
+        async with proxied(path, home.path, env, mode) as p:
+            pid = int(text(await p.call_tool("whoami", {})))
+            assert pid == first.pid
+            stop(first)
+            first = start(SERVER, str(tmp_path / "vault"), "--token-env", "VAULT_TOKEN", port=port, env=env)
+            again = await p.call_tool("whoami", {})
+            assert not again.is_error, text(again)
+            assert int(text(again)) == first.pid
+            read = await p.call_tool("read_note", {"name": "hello.md"})
+            assert text(read) == "# Hello\n"
+    finally:
+        stop(first)
+    if mode == "legacy":  # 2025-11-25 has sessions (Mcp-Session-Id); 2026-07-28 has none to lose
+        assert len(events(home.path, "server_started")) >= 2
+        assert "ended our session" in (home.path / "logs" / "vault.log").read_text()
+
+
+async def test_a_server_down_gives_a_tool_error_then_comes_back(tmp_path: Path, home: Home) -> None:
+    port = free_port()
+    path = policy(tmp_path, port)
+    env = {"VAULT_TOKEN": TOKEN}
+    async with proxied(path, home.path, env) as p:
+        down = await p.call_tool("whoami", {})
+        assert down.is_error and "'vault'" in text(down), text(down)
+        assert f"127.0.0.1 (127.0.0.1) port {port}" in text(down)
+        with serve(tmp_path, port) as server:
+            back = await _until_ok(p, "whoami")
+            assert int(text(back)) == server.pid
+    log = (home.path / "logs" / "vault.log").read_text()
+    assert "connecting to" in log and TOKEN not in log
+    assert events(home.path, "server_failed")
+
+
+async def _until_ok(p: Client, tool: str, budget: float = 40) -> types.CallToolResult:
+    """Call until the proxy's backoff lets a start through (a poll; bounded: BACKOFF_MAX is 30 s)."""
+    deadline = time.monotonic() + budget
+    while True:
+        result = await p.call_tool(tool, {})
+        if not result.is_error or time.monotonic() > deadline:
+            assert not result.is_error, text(result)
+            return result
+        assert "next attempt in" in text(result) or "could not be reached" in text(result), text(result)
+        await anyio.sleep(0.2)
