@@ -84,3 +84,15 @@ async def proxied(
             yield c
     finally:
         errlog.close()
+
+
+def loopback_alias() -> str:
+    """A name that is not spelled as loopback but resolves to it here ('localhost.' or this host's name)."""
+    for name in ("localhost.", socket.gethostname()):
+        try:
+            found = {str(info[4][0]) for info in socket.getaddrinfo(name, 443, type=socket.SOCK_STREAM)}
+        except OSError:
+            continue
+        if found and all(a.startswith("127.") or a == "::1" for a in found):
+            return name
+    raise AssertionError("no name on this machine resolves only to loopback without being spelled as loopback")

@@ -52,8 +52,8 @@ def system_resolver(host: str, port: int) -> list[str]:
 
 def classify(address: IPAddress) -> str | None:
     """Why ``address`` is not a public one (``None`` when it is)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return classify(address.ipv4_mapped)
+    if _plain(address) != address:
+        return classify(_plain(address))
     if address in METADATA_ADDRESSES:
         return "a cloud metadata address"
     checks = (
@@ -68,6 +68,12 @@ def classify(address: IPAddress) -> str | None:
         (not address.is_global, "a non-public address"),
     )
     return next((why for hit, why in checks if hit), None)
+
+
+def _plain(address: IPAddress) -> IPAddress:
+    """An IPv4-mapped IPv6 address (``::ffff:10.0.0.1``) is the IPv4 address it carries."""
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return mapped or address
 
 
 def _allowed(address: IPAddress, networks: Iterable[str]) -> bool:
@@ -86,27 +92,28 @@ def decide(name: str, server: Server, addresses: list[str]) -> Target:
         raise OSError(f"{host!r} did not resolve to any address")
     if host.rstrip(".") in METADATA_NAMES:
         raise AddressRefused(
-            f"server '{name}': {host!r} is a cloud metadata service name; Gatekeeper never connects to it",
+            f"{host!r} is a cloud metadata service name; Gatekeeper never connects to it",
             host=host,
             address=addresses[0],
             why="a cloud metadata name",
         )
-    parsed = [ipaddress.ip_address(a.split("%", 1)[0]) for a in addresses]
+    parsed = [_plain(ipaddress.ip_address(a.split("%", 1)[0])) for a in addresses]
     loopback = is_loopback_host(host)
     for address in parsed:
         why = classify(address)
         if loopback:
             why = None if address.is_loopback else f"not a loopback address although {host!r} is loopback"
-        elif why is not None and _allowed(address, server.allow_addresses):
+        elif why is not None and address not in METADATA_ADDRESSES and _allowed(address, server.allow_addresses):
             why = None
         if why is not None:
-            hint = (
-                "point the url at 127.0.0.1 or ::1"
-                if loopback
-                else f"if this is the server you mean, add it to the policy: allow_addresses: ['{address}']"
-            )
+            if loopback:
+                hint = "point the url at 127.0.0.1 or ::1"
+            elif address in METADATA_ADDRESSES:
+                hint = "Gatekeeper never connects to a cloud metadata service"
+            else:
+                hint = f"if this is the server you mean, add it to the policy: allow_addresses: ['{address}']"
             raise AddressRefused(
-                f"server '{name}': {host!r} resolves to {address}, {why}; refused ({hint})",
+                f"{host!r} resolves to {address}, {why}; refused ({hint})",
                 host=host,
                 address=str(address),
                 why=why,

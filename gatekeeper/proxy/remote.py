@@ -71,7 +71,7 @@ def headers_for(name: str, server: Server, environ: dict[str, str] | None = None
         value = source.value(dict(os.environ) if environ is None else environ)
         if value is None:
             raise MissingSecret(
-                f"server '{name}': header {header!r} takes its value from the environment variable "
+                f"header {header!r} takes its value from the environment variable "
                 f"{source.env}, which is not set; set it where the host starts the proxy (its MCP 'env')"
             )
         values[header] = value
@@ -84,7 +84,9 @@ def failure(name: str, exc: MCPError) -> Failure | None:
     if isinstance(data, dict) and data.get(_MARKER):
         kind = data[_MARKER]
         return Failure(
-            exc.error.message, reset=kind in ("unreachable", "timeout", "session"), session_expired=kind == "session"
+            f"downstream server '{name}' {exc.error.message}",
+            reset=kind in ("unreachable", "timeout", "session"),
+            session_expired=kind == "session",
         )
     message = exc.error.message
     if exc.error.code == types.INVALID_REQUEST and message == SESSION_EXPIRED:
@@ -139,8 +141,8 @@ class BodyError(httpx2.SSEError, httpx2.StreamError):
 
 
 class _Capped(httpx2.AsyncByteStream):
-    def __init__(self, inner: httpx2.AsyncByteStream, name: str, limit: int | None) -> None:
-        self._inner, self._name, self._limit = inner, name, limit
+    def __init__(self, inner: httpx2.AsyncByteStream, limit: int | None) -> None:
+        self._inner, self._limit = inner, limit
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         total = 0
@@ -148,15 +150,12 @@ class _Capped(httpx2.AsyncByteStream):
             async for chunk in self._inner:
                 total += len(chunk)
                 if self._limit is not None and total > self._limit:
-                    raise BodyError(
-                        f"downstream server '{self._name}' sent an answer over {self._limit // (1024 * 1024)} MB; "
-                        "refused"
-                    )
+                    raise BodyError(f"the answer is over {self._limit // (1024 * 1024)} MB; refused")
                 yield chunk
         except httpx2.TransportError as exc:
             if isinstance(exc, BodyError):
                 raise
-            raise BodyError(f"downstream server '{self._name}': reading its answer failed ({_what(exc)})") from None
+            raise BodyError(f"reading the answer failed ({_what(exc)})") from None
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -213,8 +212,7 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
                 raise
             kind = "timeout" if isinstance(exc, httpx2.TimeoutException) else "unreachable"
             where = f"{self._target.host} ({', '.join(self._target.addresses)}) port {self._target.port}"
-            message = f"downstream server '{self._name}' could not be reached at {where}: {_what(exc)}"
-            return self._error(rid, message, kind)
+            return self._error(rid, f"could not be reached at {where}: {_what(exc)}", kind)
         problem = None if listen else _problem(response)
         kind = "answer"
         if response.status_code == 404 and request.headers.get("mcp-session-id") and not listen:
@@ -223,11 +221,11 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
         if problem is not None and rid is not None:
             await response.aclose()
             self.log(f"{request.method} {self._target.host}: {problem}")
-            return self._error(rid, f"downstream server '{self._name}' {problem}", kind)
+            return self._error(rid, problem, kind)
         if response.status_code >= 400:
             self.log(f"{request.method} {self._target.host}: HTTP {response.status_code}")
         assert isinstance(response.stream, httpx2.AsyncByteStream)
-        response.stream = _Capped(response.stream, self._name, None if listen else self._limit)
+        response.stream = _Capped(response.stream, None if listen else self._limit)
         return response
 
     @staticmethod
@@ -247,7 +245,7 @@ async def connect(
     target = await anyio.to_thread.run_sync(resolve, name, server, resolver)
     transport = GuardedTransport(name, target, errlog)
     transport.log(f"connecting to {server.url} at {', '.join(target.addresses)} port {target.port}")
-    timeout = httpx2.Timeout(server.timeout)
+    timeout = httpx2.Timeout(server.timeout, read=server.timeout + 1)  # the call's own bound (Downstream) comes first
     async with (
         httpx2.AsyncClient(transport=transport, headers=headers, timeout=timeout, trust_env=False) as client,
         streamable_http_client(server.url, http_client=client, max_sse_event_size=BODY_LIMIT) as streams,
