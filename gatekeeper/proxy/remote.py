@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -188,11 +189,12 @@ def _problem(response: httpx2.Response) -> str | None:
 class GuardedTransport(httpx2.AsyncHTTPTransport):
     """httpx2's transport over a pinned connection pool, answering for the server when it cannot."""
 
-    def __init__(self, name: str, target: Target, errlog: TextIO, limit: int = BODY_LIMIT) -> None:
+    def __init__(
+        self, name: str, target: Target, errlog: TextIO, limit: int = BODY_LIMIT, verify: ssl.SSLContext | None = None
+    ) -> None:
         super().__init__(trust_env=False)
-        self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(trust_env=False), network_backend=_Pinned(target)
-        )
+        context = verify or httpx2.create_ssl_context(trust_env=False)  # the system's CAs; tests bring their own
+        self._pool = httpcore2.AsyncConnectionPool(ssl_context=context, network_backend=_Pinned(target))
         self._name, self._target, self._errlog, self._limit = name, target, errlog, limit
 
     def log(self, text: str) -> None:
