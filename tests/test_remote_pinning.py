@@ -44,7 +44,7 @@ async def tls_server(pki: Path) -> AsyncIterator[tuple[int, list[str | None]]]:
     seen: list[str | None] = []
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(pki / "leaf.pem", pki / "leaf.key")
-    context.sni_callback = lambda sock, name, ctx: seen.append(name)  # type: ignore[assignment,func-returns-value]
+    context.sni_callback = lambda sock, name, ctx: seen.append(name)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
