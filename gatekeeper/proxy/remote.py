@@ -212,9 +212,10 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
             rid = None if listen else _request_id(request)
             if rid is None:
                 raise
-            kind = "timeout" if isinstance(exc, httpx2.TimeoutException) else "unreachable"
             where = f"{self._target.host} ({', '.join(self._target.addresses)}) port {self._target.port}"
-            return self._error(rid, f"could not be reached at {where}: {_what(exc)}", kind)
+            if isinstance(exc, httpx2.ReadTimeout | httpx2.WriteTimeout):
+                return self._error(rid, f"at {where} did not answer in time ({_what(exc)})", "timeout")
+            return self._error(rid, f"could not be reached at {where}: {_what(exc)}", "unreachable")
         problem = None if listen else _problem(response)
         kind = "answer"
         if response.status_code == 404 and request.headers.get("mcp-session-id") and not listen:
