@@ -44,6 +44,9 @@ def policy(tmp: Path, port: int, extra: str = "") -> Path:
         tools:
           read_note: allow
           whoami: allow
+          steps: allow
+          grow: allow
+          extra: allow
           erase_all: deny
           create_note:
             propose:
@@ -148,3 +151,42 @@ async def _until_ok(p: Client, tool: str, budget: float = 40) -> types.CallToolR
             return result
         assert "next attempt in" in text(result) or "could not be reached" in text(result), text(result)
         await anyio.sleep(0.2)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_progress_logs_and_list_changed_come_through(tmp_path: Path, home: Home, mode: str) -> None:
+    """Server-initiated messages: progress and logs on the call's event stream, list_changed on the
+    optional GET stream (2025) or the listen stream (2026)."""
+    port = free_port()
+    progress: list[tuple[float, float | None]] = []
+    logs: list[str] = []
+    changed = anyio.Event()
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total))
+
+    async def on_log(params: Any) -> None:
+        logs.append(str(params.data))
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    kw: dict[str, Any] = {"logging_callback": on_log, "log_level": "debug", "message_handler": on_message}
+    with serve(tmp_path, port):
+        async with proxied(policy(tmp_path, port), home.path, {"VAULT_TOKEN": TOKEN}, mode, **kw) as p:
+            result = await p.call_tool("steps", {"n": 3}, progress_callback=on_progress)
+            assert not result.is_error, text(result)
+            assert "extra" not in {t.name for t in (await p.list_tools()).tools}
+            if p.protocol_version == "2026-07-28":
+                async with p.listen(tools_list_changed=True):
+                    await p.call_tool("grow", {})
+                    with anyio.fail_after(10):
+                        await changed.wait()
+            else:
+                await p.call_tool("grow", {})
+                with anyio.fail_after(10):
+                    await changed.wait()
+            assert text(await p.call_tool("extra", {})) == "extra"
+    assert progress == [(1, 3), (2, 3), (3, 3)]
+    assert logs == ["log line 1", "log line 2", "log line 3"]

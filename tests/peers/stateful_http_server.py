@@ -2,7 +2,7 @@
 
 For tests of Gatekeeper's ``url`` servers: ``read_note`` reads, ``create_note`` really writes
 (behind Gatekeeper it must become a proposal and never run), ``whoami`` says which process
-answered. With ``--token-env NAME`` every request must carry ``Authorization: Bearer $NAME``
+answered, ``steps`` reports progress and logs, ``grow`` adds a tool and says the list changed. With ``--token-env NAME`` every request must carry ``Authorization: Bearer $NAME``
 (401 otherwise), so a test can prove the header reached it. Usage:
 ``python -m tests.peers.stateful_http_server PORT NOTES_DIR [--token-env NAME]``. It prints
 ``listening on PORT`` once the socket accepts connections.
@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 
 def build(root: Path) -> MCPServer:
@@ -38,6 +38,23 @@ def build(root: Path) -> MCPServer:
     def erase_all() -> str:
         (root / "ERASED").write_text("yes")
         return "erased"
+
+    @server.tool(description="Report progress and log each step.")
+    async def steps(n: int, ctx: Context) -> int:
+        for i in range(1, n + 1):
+            await ctx.report_progress(i, n, f"step {i}")
+            await ctx.info(f"log line {i}")
+        return n
+
+    @server.tool(description="Add a tool named `extra` and tell the client the list changed.")
+    async def grow(ctx: Context) -> str:
+        @server.tool(name="extra", description="Appeared later.")
+        def extra() -> str:
+            return "extra"
+
+        await ctx.notify_tools_changed()
+        await ctx.session.send_tool_list_changed()
+        return "grown"
 
     @server.tool(description="The process id of the server that answered.")
     def whoami() -> int:
