@@ -1,11 +1,12 @@
 """A stateful MCP server on the Python SDK's streamable-http transport (``Mcp-Session-Id``).
 
 For tests of Gatekeeper's ``url`` servers: ``read_note`` reads, ``create_note`` really writes
-(behind Gatekeeper it must become a proposal and never run), ``whoami`` says which process
-answered, ``steps`` reports progress and logs, ``grow`` adds a tool and says the list changed. With ``--token-env NAME`` every request must carry ``Authorization: Bearer $NAME``
-(401 otherwise), so a test can prove the header reached it. Usage:
-``python -m tests.peers.stateful_http_server PORT NOTES_DIR [--token-env NAME]``. It prints
-``listening on PORT`` once the socket accepts connections.
+(behind Gatekeeper it must become a proposal and never run), ``erase_all`` writes too (denied),
+``whoami`` says which process answered, ``steps`` reports progress and logs, ``grow`` adds a
+tool and says the list changed. With ``--token-env NAME`` every request must carry
+``Authorization: Bearer $NAME`` (401 otherwise), so a test can prove the header reached it.
+Usage: ``python -m tests.peers.stateful_http_server PORT NOTES_DIR [--token-env NAME]``. It
+prints ``listening on PORT`` once the socket accepts connections.
 """
 
 from __future__ import annotations
