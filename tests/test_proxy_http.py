@@ -101,6 +101,19 @@ async def test_a_missing_token_variable_is_named(tmp_path: Path, home: Home) -> 
     assert "not set" in text(result)
 
 
+async def test_a_wrong_token_is_an_error_naming_the_status_and_the_headers(tmp_path: Path, home: Home) -> None:
+    port = free_port()
+    path = policy(tmp_path, port)
+    wrong = "not-the-token-3b1d"
+    with serve(tmp_path, port):
+        async with proxied(path, home.path, {"VAULT_TOKEN": wrong}) as p:
+            result = await p.call_tool("whoami", {})
+    assert result.is_error and "'vault'" in text(result), text(result)
+    assert "HTTP 401 Unauthorized" in text(result) and "check the headers" in text(result)
+    assert "MCPError" not in text(result) and wrong not in text(result)
+    assert [n for n, data in files_under(home.path).items() if wrong.encode() in data] == []
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_restarted_server_gets_a_new_session_and_the_call_works(tmp_path: Path, home: Home, mode: str) -> None:
     port = free_port()

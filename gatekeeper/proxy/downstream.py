@@ -5,6 +5,9 @@ that owns it; calls borrow the live client. A child that dies mid-call surfaces 
 ``DownstreamGone``; the next call starts it again (bounded backoff). The proxy never exits
 because a child did. The child's stderr goes to ``<home>/logs/<server>.log``, never to our stdout.
 
+A ``url`` server is connected to instead of started (proxy/remote.py): the same supervision,
+its calls bounded by the policy's timeout, a session the server forgot replaced once.
+
 In ``auto`` mode the first start probes with ``server/discover``. Servers on the 1.x SDK die on
 that probe, so a child that fails on it is started once more on the 2025-11-25 ``initialize``
 handshake, and the era that worked is kept for every later start by this proxy (``era``).
@@ -62,8 +65,8 @@ def _describe(exc: BaseException) -> str:
         return "; ".join(_describe(e) for e in exc.exceptions)
     if isinstance(exc, AddressRefused | remote.MissingSecret):
         return str(exc)
-    if isinstance(exc, MCPError) and remote.unreachable(exc):
-        return exc.error.message
+    if (http := remote.described(exc)) is not None:
+        return http
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or exc}"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

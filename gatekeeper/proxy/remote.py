@@ -97,10 +97,19 @@ def failure(name: str, exc: MCPError) -> Failure | None:
     return None
 
 
+def _kind(exc: BaseException) -> str | None:
+    data = exc.error.data if isinstance(exc, MCPError) else None
+    return data.get(_MARKER) if isinstance(data, dict) else None
+
+
 def unreachable(exc: BaseException) -> bool:
     """The connect attempt itself failed (no second try on the legacy handshake would help)."""
-    data = exc.error.data if isinstance(exc, MCPError) else None
-    return isinstance(data, dict) and data.get(_MARKER) == "unreachable"
+    return _kind(exc) == "unreachable"
+
+
+def described(exc: BaseException) -> str | None:
+    """What went wrong, when ``exc`` is one of this module's errors about the HTTP exchange."""
+    return exc.error.message if isinstance(exc, MCPError) and _kind(exc) else None
 
 
 class _Pinned(httpcore2.AsyncNetworkBackend):
@@ -180,7 +189,8 @@ def _problem(response: httpx2.Response) -> str | None:
     if status in (202, 404) or 300 <= status < 400:  # the SDK's own cases (notification, session, redirect)
         return None
     if status >= 400 and kind != "application/json":
-        return f"answered HTTP {status} {response.reason_phrase} ({kind or 'no content type'})"
+        hint = "; check the headers the policy sends it (headers: {env: ...})" if status in (401, 403) else ""
+        return f"answered HTTP {status} {response.reason_phrase} ({kind or 'no content type'}){hint}"
     if status < 300 and kind not in ("application/json", "text/event-stream"):
         return f"answered HTTP {status} with {kind or 'no content type'}, not MCP (JSON or an event stream)"
     return None
