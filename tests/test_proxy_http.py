@@ -16,6 +16,7 @@ import pytest
 from mcp import Client, types
 
 from gatekeeper.home import Home
+from tests.helpers import await_until
 from tests.http_servers import free_port, proxied, running, start, stop
 from tests.proxy_support import events, files_under
 
@@ -44,6 +45,7 @@ def policy(tmp: Path, port: int, extra: str = "") -> Path:
         tools:
           read_note: allow
           whoami: allow
+          wait: allow
           steps: allow
           grow: allow
           extra: allow
@@ -58,15 +60,19 @@ def policy(tmp: Path, port: int, extra: str = "") -> Path:
     return path
 
 
-def serve(tmp: Path, port: int) -> Any:
-    return running(SERVER, str(tmp / "vault"), "--token-env", "VAULT_TOKEN", port=port, env={"VAULT_TOKEN": TOKEN})
+def serve(tmp: Path, port: int, *extra: str) -> Any:
+    vault = str(tmp / "vault")
+    return running(SERVER, vault, "--token-env", "VAULT_TOKEN", *extra, port=port, env={"VAULT_TOKEN": TOKEN})
 
 
+@pytest.mark.parametrize("stateless", [False, True])
 @pytest.mark.parametrize("mode", MODES)
-async def test_allow_propose_deny_through_the_http_server(tmp_path: Path, home: Home, mode: str) -> None:
+async def test_allow_propose_deny_through_the_http_server(
+    tmp_path: Path, home: Home, mode: str, stateless: bool
+) -> None:
     port = free_port()
     path = policy(tmp_path, port)
-    with serve(tmp_path, port):
+    with serve(tmp_path, port, *(["--stateless"] if stateless else [])):
         async with proxied(path, home.path, {"VAULT_TOKEN": TOKEN}, mode) as p:
             names = {t.name for t in (await p.list_tools()).tools}
             assert {"read_note", "create_note", "whoami"} <= names and "erase_all" not in names
@@ -203,3 +209,24 @@ async def test_progress_logs_and_list_changed_come_through(tmp_path: Path, home:
             assert text(await p.call_tool("extra", {})) == "extra"
     assert progress == [(1, 3), (2, 3), (3, 3)]
     assert logs == ["log line 1", "log line 2", "log line 3"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_cancellation_reaches_the_http_server(tmp_path: Path, home: Home, mode: str) -> None:
+    port = free_port()
+    started, cancelled = tmp_path / "started", tmp_path / "cancelled"
+    args = {"seconds": 600, "started": str(started), "cancelled": str(cancelled)}
+    with serve(tmp_path, port):
+        async with proxied(policy(tmp_path, port), home.path, {"VAULT_TOKEN": TOKEN}, mode) as p:
+            outcome: list[object] = []
+            async with anyio.create_task_group() as tg:
+
+                async def call() -> None:
+                    outcome.append(await p.call_tool("wait", args))
+
+                tg.start_soon(call)
+                await await_until(started.exists, 30, "the server to receive the call")
+                tg.cancel_scope.cancel()  # the host gives up on the call
+            assert outcome == []
+            await await_until(cancelled.exists, 20, "the cancellation to reach the server's handler")
+            assert not (await p.call_tool("whoami", {})).is_error  # and the connection goes on

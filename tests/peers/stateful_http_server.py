@@ -5,7 +5,7 @@ For tests of Gatekeeper's ``url`` servers: ``read_note`` reads, ``create_note`` 
 ``whoami`` says which process answered, ``steps`` reports progress and logs, ``grow`` adds a
 tool and says the list changed. With ``--token-env NAME`` every request must carry
 ``Authorization: Bearer $NAME`` (401 otherwise), so a test can prove the header reached it.
-Usage: ``python -m tests.peers.stateful_http_server PORT NOTES_DIR [--token-env NAME]``. It
+Usage: ``python -m tests.peers.stateful_http_server PORT NOTES_DIR [--token-env NAME] [--stateless]``. It
 prints ``listening on PORT`` once the socket accepts connections.
 """
 
@@ -57,6 +57,16 @@ def build(root: Path) -> MCPServer:
         await ctx.session.send_tool_list_changed()
         return "grown"
 
+    @server.tool(description="Sleep (the thing under test: cancellation); files say started / cancelled.")
+    async def wait(seconds: float, started: str, cancelled: str) -> str:
+        Path(started).write_text("started")
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            Path(cancelled).write_text("cancelled")
+            raise
+        return "waited"
+
     @server.tool(description="The process id of the server that answered.")
     def whoami() -> int:
         return os.getpid()
@@ -78,8 +88,8 @@ def with_token(app: Any, token: str) -> Any:
     return guarded
 
 
-async def serve(port: int, root: Path, token_env: str | None) -> None:
-    app: Any = build(root).streamable_http_app()
+async def serve(port: int, root: Path, token_env: str | None, stateless: bool) -> None:
+    app: Any = build(root).streamable_http_app(stateless_http=stateless)
     if token_env:
         app = with_token(app, os.environ[token_env])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
@@ -95,9 +105,10 @@ def main() -> None:
     parser.add_argument("port", type=int)
     parser.add_argument("root", type=Path)
     parser.add_argument("--token-env")
+    parser.add_argument("--stateless", action="store_true", help="no sessions: a fresh server per request")
     args = parser.parse_args()
     args.root.mkdir(parents=True, exist_ok=True)
-    anyio.run(serve, args.port, args.root, args.token_env)
+    anyio.run(serve, args.port, args.root, args.token_env, args.stateless)
     sys.exit(0)
 
 
