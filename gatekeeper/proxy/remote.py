@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import ssl
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -34,7 +35,9 @@ from gatekeeper.proxy import early
 from gatekeeper.proxy.addresses import Resolver, Target, resolve, system_resolver
 
 BODY_LIMIT = 10 * 1024 * 1024  # one answer (JSON body, or one SSE response to a POST) at most
-_MARKER = "gatekeeper_http"  # in error.data: this error is about the connection, not the tool
+# In error.data: this error is about the connection, not the tool. Random per process, so a server
+# cannot forge one (and have a call sent twice as if its session had expired).
+_MARKER = f"gatekeeper_http_{secrets.token_hex(8)}"
 # What the SDK's transport says when the HTTP exchange, not the server's tool, failed.
 _SDK_FAILURES = (
     "Redirect to",
@@ -44,7 +47,6 @@ _SDK_FAILURES = (
     "Server returned an error response",
     "server answered a request with 202",
 )
-SESSION_EXPIRED = "Session terminated"  # the SDK's words for a 404 on a request carrying a session id
 
 # The SDK logs transport trouble with tracebacks; without a handler Python would print them to
 # our stderr. What matters reaches the host as an error and the server's log through this module.
@@ -90,8 +92,6 @@ def failure(name: str, exc: MCPError) -> Failure | None:
             session_expired=kind == "session",
         )
     message = exc.error.message
-    if exc.error.code == types.INVALID_REQUEST and message == SESSION_EXPIRED:
-        return Failure(f"downstream server '{name}' ended our session", reset=True, session_expired=True)
     if message.startswith(_SDK_FAILURES):
         return Failure(f"downstream server '{name}': {message}", reset=False)
     return None
