@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import types
 
@@ -113,3 +114,19 @@ async def test_allow_addresses_lets_a_private_address_through(tmp_path: Path, ho
     # The address is allowed, so the connection is tried, and TLS fails against a plain HTTP server.
     assert result.is_error and "'hostile'" in text(result) and "refused" not in text(result).split(":")[0]
     assert events(home.path, "server_refused") == []
+
+
+async def test_the_proxy_ends_promptly_while_a_call_hangs(tmp_path: Path, home: Home) -> None:
+    """The host leaves during a call the server never answers: the proxy still exits on EOF at once
+    (the stdio client would SIGTERM it after 2 s)."""
+    port = free_port()
+    path = policy(tmp_path, f"http://127.0.0.1:{port}/mcp")
+    path.write_text(path.read_text().replace(f"timeout: {TIMEOUT}s", "timeout: 600s"))
+    with running("tests.peers.hostile_http", "slow", port=port):
+        async with proxied(path, home.path) as p:
+            assert [t.name for t in (await p.list_tools()).tools if t.name == "poke"] == ["poke"]
+            with anyio.move_on_after(1):  # the host gives up waiting; the call stays open at the server
+                await p.call_tool("poke", {})
+            began = time.monotonic()
+        took = time.monotonic() - began
+    assert took < 2, f"the proxy took {took:.1f} s to exit"
