@@ -5,6 +5,9 @@ that owns it; calls borrow the live client. A child that dies mid-call surfaces 
 ``DownstreamGone``; the next call starts it again (bounded backoff). The proxy never exits
 because a child did. The child's stderr goes to ``<home>/logs/<server>.log``, never to our stdout.
 
+A ``url`` server is connected to instead of started (proxy/remote.py): the same supervision,
+its calls bounded by the policy's timeout, a session the server forgot replaced once.
+
 In ``auto`` mode the first start probes with ``server/discover``. Servers on the 1.x SDK die on
 that probe, so a child that fails on it is started once more on the 2025-11-25 ``initialize``
 handshake, and the era that worked is kept for every later start by this proxy (``era``).
@@ -27,7 +30,8 @@ from pydantic import FileUrl
 
 from gatekeeper.policy import Server
 from gatekeeper.policy.commands import executable
-from gatekeeper.proxy import early
+from gatekeeper.proxy import early, remote
+from gatekeeper.proxy.addresses import AddressRefused
 from gatekeeper.proxy.child import ChildPipe, child_environment, child_stdio
 from gatekeeper.store import events as ev
 
@@ -59,6 +63,10 @@ def _describe(exc: BaseException) -> str:
     exc = _leaf(exc)
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_describe(e) for e in exc.exceptions)
+    if isinstance(exc, AddressRefused | remote.MissingSecret):
+        return str(exc)
+    if (http := remote.described(exc)) is not None:
+        return http
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or exc}"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -131,9 +139,14 @@ class Downstream:
 
     async def _run_once(self) -> None:
         self._gone = anyio.Event()
-        params = StdioServerParameters(
-            command=executable(self.config), args=list(self.config.args), env=dict(self.config.env), cwd=self.config.cwd
-        )
+        params = None
+        if not self.config.is_remote:
+            params = StdioServerParameters(
+                command=executable(self.config),
+                args=list(self.config.args),
+                env=dict(self.config.env),
+                cwd=self.config.cwd,
+            )
         self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         with open(self.log_path, "a", encoding="utf-8", errors="replace") as errlog:
             mode = self.era or self.mode
@@ -157,12 +170,12 @@ class Downstream:
         if not started:
             self._settle()  # waiters learn the failure; a start requested after a clean run waits on
 
-    async def _session(
-        self, params: StdioServerParameters, errlog: TextIO, mode: str, probe_error: str | None = None
-    ) -> bool:
-        """One life of the child: connect in ``mode``, serve until it is gone. True if it started."""
-        started = False
-        self._probe_failed = False
+    def _transport(self, params: StdioServerParameters | None, errlog: TextIO, mode: str) -> Any:
+        """The transport streams of one life: a child on stdio, or an HTTP connection (proxy/remote.py)."""
+        if params is None:
+            errlog.write(f"{_MARK} connecting to {self.name} ({mode}): {self.config.url}\n")
+            errlog.flush()
+            return remote.connect(self.name, self.config, errlog)
         adopted = None
         if self._first:  # restarts and the legacy retry spawn anew
             self._first = False
@@ -171,6 +184,14 @@ class Downstream:
         if adopted is None:  # an adopted child's start line is in the log already (proxy/early.py)
             errlog.write(f"{_MARK} starting {self.name} ({mode}): {self.config.command} {' '.join(self.config.args)}\n")
             errlog.flush()
+        return child_stdio(params, errlog, self.pipe, adopted)
+
+    async def _session(
+        self, params: StdioServerParameters | None, errlog: TextIO, mode: str, probe_error: str | None = None
+    ) -> bool:
+        """One life of the server: connect in ``mode``, serve until it is gone. True if it started."""
+        started = False
+        self._probe_failed = False
         probe_timed_out = False
 
         async def probe_deadline(scope: anyio.CancelScope) -> None:
@@ -190,7 +211,7 @@ class Downstream:
                         tg.start_soon(probe_deadline, self._scope)
                     self.pipe = ChildPipe()
                     async with Client(
-                        child_stdio(params, errlog, self.pipe, adopted),
+                        self._transport(params, errlog, mode),
                         mode=mode,
                         cache=None,
                         log_level="debug",
@@ -208,8 +229,14 @@ class Downstream:
                 self._probe_failed = True
         except Exception as exc:
             self.error = _describe(exc)
-            # A server that cannot even be spawned gets no second try; one that died talking may.
-            self._probe_failed = not started and not isinstance(_leaf(exc), OSError)
+            leaf = _leaf(exc)
+            # A server that cannot even be spawned (or reached) gets no second try; one that died talking may.
+            self._probe_failed = not started and not (
+                isinstance(leaf, OSError | AddressRefused | remote.MissingSecret) or remote.unreachable(leaf)
+            )
+            if isinstance(leaf, AddressRefused):
+                detail = {"server": self.name, "host": leaf.host, "address": leaf.address, "why": leaf.why}
+                await self._on_event(ev.SERVER_REFUSED, detail)
         finally:
             self.client = None
         if not started and self._closing and self.error is None:
@@ -307,6 +334,8 @@ class Downstream:
         """Run one request on the live client; a closed connection becomes ``DownstreamGone``."""
         client = await self.ready()
         try:
+            if self.config.is_remote:
+                return await self._remote_call(client, method)
             return await method(client)
         except MCPError as exc:
             if exc.error.code == -32000 and "closed" in exc.error.message.lower():
@@ -318,6 +347,35 @@ class Downstream:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
             self.mark_gone()
             raise DownstreamGone(f"downstream server '{self.name}' closed its connection") from None
+
+    async def _remote_call(self, client: Client, method: Callable[[Client], Awaitable[T]]) -> T:
+        """One request to a url server, bounded by the policy's timeout. A session the server forgot
+        (it restarted) is replaced once and the request sent again: it never ran there, and only
+        reads and allowed calls come here (a proposal's effect never reaches a server)."""
+        timeout = self.config.timeout
+        with anyio.move_on_after(timeout):
+            for attempt in (1, 2):
+                try:
+                    return await method(client)
+                except MCPError as exc:
+                    problem = remote.failure(self.name, exc)
+                    if problem is None:
+                        raise
+                    if problem.reset:
+                        self.mark_gone()
+                    if not (problem.session_expired and attempt == 1):
+                        raise DownstreamUnavailable(problem.message) from None
+                self._note(f"{self.name} ended our session (restarted?); starting a new one and sending the call again")
+                client = await self.ready()
+        self.mark_gone()
+        raise DownstreamUnavailable(
+            f"downstream server '{self.name}' did not answer within {timeout:g} s (the policy's 'timeout' for it); "
+            "the connection is dropped and opened again on the next call"
+        )
+
+    def _note(self, text: str) -> None:
+        with open(self.log_path, "a", encoding="utf-8") as log:
+            log.write(f"{_MARK} {text}\n")
 
     # -- callbacks from the child ------------------------------------------------------------
 

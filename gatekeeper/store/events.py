@@ -25,6 +25,9 @@ TOOL_CHANGE_ACCEPTED = "tool_change_accepted"
 SERVER_STARTED = "server_started"
 SERVER_FAILED = "server_failed"
 SERVER_EXITED = "server_exited"
+# A url server whose name resolved to an address the policy does not allow (proxy/addresses.py):
+# {server, host, address, why}; no connection was made.
+SERVER_REFUSED = "server_refused"
 TOOLS_LISTED_WITHOUT = "tools_listed_without"  # tools/list answered without a broken server's tools
 PROXY_STARTED = "proxy_started"
 HANDOFF_RESUMED = "handoff_resumed"  # a 2026 host came back after the review-page hand-off

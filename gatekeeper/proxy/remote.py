@@ -1,0 +1,266 @@
+"""The HTTP connection to a ``url`` server: one httpx2 client per connection, pinned and bounded.
+
+``connect`` gives ``Downstream`` the same kind of transport streams ``child_stdio`` gives for a
+child. On the way it reads the headers' secrets from the environment (never logged), resolves the
+host once and checks the addresses (``proxy/addresses.py``), and connects only to the address it
+checked, TLS still verifying the URL's host name. ``GuardedTransport`` turns what the SDK would
+either crash on or report vaguely (a refused connection, a timeout, an HTML page, a ``5xx``, a
+body over ``BODY_LIMIT``) into a JSON-RPC error for that one request that names the server and
+what happened; ``failure`` tells ``Downstream`` which errors came from the connection, not the
+server's tools.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import ssl
+import time
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import anyio
+import httpcore2
+import httpx2
+import orjson
+from mcp import MCPError, types
+from mcp.client._transport import TransportStreams
+from mcp.client.streamable_http import streamable_http_client
+
+from gatekeeper.policy import Server
+from gatekeeper.proxy import early
+from gatekeeper.proxy.addresses import Resolver, Target, resolve, system_resolver
+
+BODY_LIMIT = 10 * 1024 * 1024  # one answer (JSON body, or one SSE response to a POST) at most
+# In error.data: this error is about the connection, not the tool. Random per process, so a server
+# cannot forge one (and have a call sent twice as if its session had expired).
+_MARKER = f"gatekeeper_http_{secrets.token_hex(8)}"
+# What the SDK's transport says when the HTTP exchange, not the server's tool, failed.
+_SDK_FAILURES = (
+    "Redirect to",
+    "Unexpected content type",
+    "SSE stream",
+    "Failed to parse JSON response",
+    "Server returned an error response",
+    "server answered a request with 202",
+)
+
+# The SDK logs transport trouble with tracebacks; without a handler Python would print them to
+# our stderr. What matters reaches the host as an error and the server's log through this module.
+logging.getLogger("mcp.client.streamable_http").addHandler(logging.NullHandler())
+logging.getLogger("mcp.client.streamable_http").propagate = False
+
+
+class MissingSecret(Exception):
+    """A header's environment variable is not set (the message names it, never a value)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An HTTP-level failure of one call: ``reset`` drops the connection (a new one next call)."""
+
+    message: str
+    reset: bool
+    session_expired: bool = False
+
+
+def headers_for(name: str, server: Server, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The policy's headers with their values from the environment, or ``MissingSecret``."""
+    values: dict[str, str] = {}
+    for header, source in server.headers.items():
+        value = source.value(dict(os.environ) if environ is None else environ)
+        if value is None:
+            raise MissingSecret(
+                f"header {header!r} takes its value from the environment variable "
+                f"{source.env}, which is not set; set it where the host starts the proxy (its MCP 'env')"
+            )
+        values[header] = value
+    return values
+
+
+def failure(name: str, exc: MCPError) -> Failure | None:
+    """The connection failure behind ``exc``, or None when the server itself answered with an error."""
+    data = exc.error.data
+    if isinstance(data, dict) and data.get(_MARKER):
+        kind = data[_MARKER]
+        return Failure(
+            f"downstream server '{name}' {exc.error.message}",
+            reset=kind in ("unreachable", "timeout", "session"),
+            session_expired=kind == "session",
+        )
+    message = exc.error.message
+    if message.startswith(_SDK_FAILURES):
+        return Failure(f"downstream server '{name}': {message}", reset=False)
+    return None
+
+
+def _kind(exc: BaseException) -> str | None:
+    data = exc.error.data if isinstance(exc, MCPError) else None
+    return data.get(_MARKER) if isinstance(data, dict) else None
+
+
+def unreachable(exc: BaseException) -> bool:
+    """The connect attempt itself failed (no second try on the legacy handshake would help)."""
+    return _kind(exc) == "unreachable"
+
+
+def described(exc: BaseException) -> str | None:
+    """What went wrong, when ``exc`` is one of this module's errors about the HTTP exchange."""
+    return exc.error.message if isinstance(exc, MCPError) and _kind(exc) else None
+
+
+class _Pinned(httpcore2.AsyncNetworkBackend):
+    """Connects to the checked addresses only: the HTTP library never resolves the name again."""
+
+    def __init__(self, target: Target) -> None:
+        self._target = target
+        self._backend = httpcore2.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        if host.strip("[]").lower() != self._target.host:
+            raise httpcore2.ConnectError(f"refusing to connect to {host!r}: only {self._target.host!r} was checked")
+        last: Exception = httpcore2.ConnectError("no address")
+        for address in self._target.addresses:
+            try:
+                return await self._backend.connect_tcp(
+                    address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
+            except httpcore2.ConnectError as exc:
+                last = exc
+        raise last
+
+    async def sleep(self, seconds: float) -> None:
+        await anyio.sleep(seconds)
+
+
+class BodyError(httpx2.SSEError, httpx2.StreamError):
+    """Reading an answer failed (over the limit, timed out): the SDK reports it for that request."""
+
+    def __init__(self, message: str) -> None:
+        Exception.__init__(self, message)
+
+
+class _Capped(httpx2.AsyncByteStream):
+    def __init__(self, inner: httpx2.AsyncByteStream, limit: int | None) -> None:
+        self._inner, self._limit = inner, limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        total = 0
+        try:
+            async for chunk in self._inner:
+                total += len(chunk)
+                if self._limit is not None and total > self._limit:
+                    raise BodyError(f"the answer is over {self._limit // (1024 * 1024)} MB; refused")
+                yield chunk
+        except httpx2.TransportError as exc:
+            if isinstance(exc, BodyError):
+                raise
+            raise BodyError(f"reading the answer failed ({_what(exc)})") from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _what(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _request_id(request: httpx2.Request) -> Any:
+    try:
+        body = orjson.loads(request.content)
+    except (orjson.JSONDecodeError, httpx2.RequestNotRead):
+        return None
+    return body.get("id") if isinstance(body, dict) and "method" in body else None
+
+
+def _problem(response: httpx2.Response) -> str | None:
+    """What is wrong with an answer the SDK would only call vague names, if anything."""
+    status, kind = response.status_code, response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if status in (202, 404) or 300 <= status < 400:  # the SDK's own cases (notification, session, redirect)
+        return None
+    if status >= 400 and kind != "application/json":
+        hint = "; check the headers the policy sends it (headers: {env: ...})" if status in (401, 403) else ""
+        return f"answered HTTP {status} {response.reason_phrase} ({kind or 'no content type'}){hint}"
+    if status < 300 and kind not in ("application/json", "text/event-stream"):
+        return f"answered HTTP {status} with {kind or 'no content type'}, not MCP (JSON or an event stream)"
+    return None
+
+
+class GuardedTransport(httpx2.AsyncHTTPTransport):
+    """httpx2's transport over a pinned connection pool, answering for the server when it cannot."""
+
+    def __init__(
+        self, name: str, target: Target, errlog: TextIO, limit: int = BODY_LIMIT, verify: ssl.SSLContext | None = None
+    ) -> None:
+        super().__init__(trust_env=False)
+        context = verify or httpx2.create_ssl_context(trust_env=False)  # the system's CAs; tests bring their own
+        self._pool = httpcore2.AsyncConnectionPool(ssl_context=context, network_backend=_Pinned(target))
+        self._name, self._target, self._errlog, self._limit = name, target, errlog, limit
+
+    def log(self, text: str) -> None:
+        self._errlog.write(f"{early.MARK} {time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
+        self._errlog.flush()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        listen = request.method == "GET"
+        if listen:  # the server's own stream may stay quiet for hours; only requests are timed
+            request.extensions["timeout"] = {**request.extensions.get("timeout", {}), "read": None}
+        try:
+            response = await super().handle_async_request(request)
+        except httpx2.TransportError as exc:
+            self.log(f"{request.method} {self._target.host} failed: {_what(exc)}")
+            rid = None if listen else _request_id(request)
+            if rid is None:
+                raise
+            where = f"{self._target.host} ({', '.join(self._target.addresses)}) port {self._target.port}"
+            if isinstance(exc, httpx2.ReadTimeout | httpx2.WriteTimeout):
+                return self._error(rid, f"at {where} did not answer in time ({_what(exc)})", "timeout")
+            return self._error(rid, f"could not be reached at {where}: {_what(exc)}", "unreachable")
+        problem = None if listen else _problem(response)
+        kind = "answer"
+        if response.status_code == 404 and request.headers.get("mcp-session-id") and not listen:
+            problem, kind = "does not know our session any more (HTTP 404; restarted?)", "session"
+        rid = None if problem is None else _request_id(request)
+        if problem is not None and rid is not None:
+            await response.aclose()
+            self.log(f"{request.method} {self._target.host}: {problem}")
+            return self._error(rid, problem, kind)
+        if response.status_code >= 400:
+            self.log(f"{request.method} {self._target.host}: HTTP {response.status_code}")
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        response.stream = _Capped(response.stream, None if listen else self._limit)
+        return response
+
+    @staticmethod
+    def _error(rid: Any, message: str, kind: str) -> httpx2.Response:
+        """A JSON-RPC error the SDK hands to the waiting request (status 502: it is ours, not the server's)."""
+        error = {"code": types.INTERNAL_ERROR, "message": message, "data": {_MARKER: kind}}
+        return httpx2.Response(502, json={"jsonrpc": "2.0", "id": rid, "error": error})
+
+
+@asynccontextmanager
+async def connect(
+    name: str, server: Server, errlog: TextIO, resolver: Resolver = system_resolver
+) -> AsyncIterator[TransportStreams]:
+    """Transport streams to the server at ``server.url``, over the one address checked now."""
+    assert server.url is not None
+    headers = headers_for(name, server)
+    target = await anyio.to_thread.run_sync(resolve, name, server, resolver)
+    transport = GuardedTransport(name, target, errlog)
+    transport.log(f"connecting to {server.url} at {', '.join(target.addresses)} port {target.port}")
+    timeout = httpx2.Timeout(server.timeout, read=server.timeout + 1)  # the call's own bound (Downstream) comes first
+    async with (
+        httpx2.AsyncClient(transport=transport, headers=headers, timeout=timeout, trust_env=False) as client,
+        streamable_http_client(server.url, http_client=client, max_sse_event_size=BODY_LIMIT) as streams,
+    ):
+        yield streams
