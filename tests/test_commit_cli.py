@@ -82,7 +82,7 @@ def test_bad_invocations_say_what_to_do(world: World, tmp_path: Path) -> None:
     bad = run_commit(world, "--once")
     assert (
         bad.code == 2
-        and "policy.yaml:3: servers.notes: missing required key 'command'" in bad.err
+        and "policy.yaml:3: servers.notes: missing 'command' (a program to start) or 'url'" in bad.err
         and "Traceback" not in bad.err
     )
     world.write_policy()
