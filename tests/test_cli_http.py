@@ -20,7 +20,7 @@ from tests.review_support import free_port, start_up
 from tests.test_up import Lines, stop
 
 REPO = Path(__file__).resolve().parent.parent
-SECRET = "cli-secret-0b93"  # noqa: S105 - a test secret, looked for in the output
+SECRET = "cli-secret-0b93"
 URL = "http://127.0.0.1:3999/mcp"
 
 

@@ -25,7 +25,7 @@ from tests.proxy_support import events
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(120)]
 
 REPO = Path(__file__).resolve().parent.parent
-TOKEN = "everything-token-51f0"  # noqa: S105 - a test secret, looked for in the output
+TOKEN = "everything-token-51f0"
 LISTED = {"echo", "get-sum", "trigger-long-running-operation", "gzip-file-as-resource", "gatekeeper_proposal_status"}
 
 

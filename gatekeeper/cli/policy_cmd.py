@@ -44,6 +44,40 @@ def _where(server: Server) -> str:
     return f"{server.url} ({'; '.join(extras)})"
 
 
+def _show(pol: Policy, rows: list[dict[str, Any]]) -> None:
+    """The rules as a table, then where each server is and the review page agents are sent to."""
+    from gatekeeper.up import review_port
+
+    table(
+        f"{pol.source} (digest {pol.digest[:12]})",
+        ("host name", "server", "tool", "action", "mode", "path", "content", "globs", "max bytes"),
+        (
+            (
+                r["host_name"],
+                r["server"],
+                r["tool"],
+                r["action"],
+                _mode(r),
+                r.get("path") or "",
+                r.get("content") or r.get("edits") or "",
+                " ".join(r.get("globs") or []),
+                r.get("max_bytes") or "",
+            )
+            for r in rows
+        ),
+    )
+    click.echo("Tools not named above are denied.")
+    for name, server in pol.servers.items():
+        click.echo(f"Server {name}: {_where(server)}")
+    port = review_port(pol.review_url)
+    listen = (
+        f"`gatekeeper up --policy {pol.source}` listens on port {port} for it"
+        if port is not None
+        else "not a local address: make sure it reaches the page `gatekeeper up` serves"
+    )
+    click.echo(f"Review page for agents: {pol.review_url} ({listen})")
+
+
 def _unset_secrets(pol: Policy) -> list[str]:
     """Header variables not set in this environment: the proxy's calls to that server would fail."""
     return [
@@ -68,15 +102,15 @@ def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool
     """Load the policy, report problems, and print the effective rules.
 
     Each server's command is looked up as the proxy will start it (on the PATH the child gets);
-    one that cannot be found or started is an error (exit 1). Also shows the review URL and
-    the port `gatekeeper up` must listen on for it.
+    one that cannot be found or started is an error (exit 1). A url server is shown with the
+    variables its headers are read from (never their values); one that is not set here is a
+    warning. Also shows the review URL and the port `gatekeeper up` must listen on for it.
 
     A downstream tool whose definition changed since it was first seen is withheld from hosts
     until a person runs this with --accept-changes.
     """
     from gatekeeper.policy import load_policy
     from gatekeeper.policy.commands import command_problems
-    from gatekeeper.up import review_port
 
     pol = load_policy(policy_file, home=ctx.home.path)
     rows = pol.describe()
@@ -87,34 +121,7 @@ def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool
             server = pol.servers[row["server"]]
             emit_json({**row, "url": server.url, "headers": _headers(server) or None})
     else:
-        table(
-            f"{pol.source} (digest {pol.digest[:12]})",
-            ("host name", "server", "tool", "action", "mode", "path", "content", "globs", "max bytes"),
-            (
-                (
-                    r["host_name"],
-                    r["server"],
-                    r["tool"],
-                    r["action"],
-                    _mode(r),
-                    r.get("path") or "",
-                    r.get("content") or r.get("edits") or "",
-                    " ".join(r.get("globs") or []),
-                    r.get("max_bytes") or "",
-                )
-                for r in rows
-            ),
-        )
-        click.echo("Tools not named above are denied.")
-        for name, server in pol.servers.items():
-            click.echo(f"Server {name}: {_where(server)}")
-        port = review_port(pol.review_url)
-        listen = (
-            f"`gatekeeper up --policy {pol.source}` listens on port {port} for it"
-            if port is not None
-            else "not a local address: make sure it reaches the page `gatekeeper up` serves"
-        )
-        click.echo(f"Review page for agents: {pol.review_url} ({listen})")
+        _show(pol, rows)
     for problem in [*problems, *_unset_secrets(pol)]:
         click.echo(f"Warning: {problem}", err=True)
     _tool_changes(ctx, accept_changes, as_json)
