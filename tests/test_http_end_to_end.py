@@ -1,11 +1,11 @@
 """A note server reached over Streamable HTTP, end to end, every part real: the TypeScript-SDK vault
 server (tests/peers/vault_http_server.mjs, stateless, a bearer token from its environment) behind
-Gatekeeper by ``url``, the proxy a stdio subprocess driven by the official MCP client with the token
-in its environment; the review app over real HTTP, read and decided in headless Chromium; the
-committer as ``python -m gatekeeper commit --once``. An approved ``create_note`` is written by the
-committer with the exact bytes and read back through the proxy from the server; the server's own
-``create_note`` never runs (its log of tool calls says so); a rejected one writes nothing; the token
-is in no file of Gatekeeper's home.
+Gatekeeper by ``url`` with examples/http-vault.yaml as the policy; the proxy a stdio subprocess
+driven by the official MCP client, the token in its environment; the review app over real HTTP,
+read and decided in headless Chromium; the committer as ``python -m gatekeeper commit --once``.
+An approved ``create_note`` is written by the committer with the exact bytes and read back through
+the proxy from the server; the server's own ``create_note`` never runs (its log of tool calls says
+so); a rejected one writes nothing; the token is in no file of Gatekeeper's home.
 
 One home, review server, vault server, proxy and browser serve the module.
 """
@@ -38,7 +38,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 REPO = Path(__file__).resolve().parent.parent
 SHOTS = REPO / "test-output" / "test_http_end_to_end"
-TOKEN = "vault-token-8c1d2e"  # noqa: S105 - a test secret, looked for in every file of the home
+EXAMPLE_URL, EXAMPLE_VAULT = "http://127.0.0.1:3000/mcp", "/home/you/vault"
+TOKEN = "vault-token-8c1d2e"
 
 
 @dataclass
@@ -70,15 +71,11 @@ class World:
 
 
 def policy_text(url: str, vault: Path, base_url: str) -> str:
-    return (
-        f"version: 1\nreview_url: {base_url}\nservers:\n  vault:\n    url: {url}\n"
-        '    headers: {Authorization: {env: VAULT_TOKEN, prefix: "Bearer "}}\n'
-        f"    timeout: 20s\n    workspace: {vault}\n    tools:\n"
-        "      search_notes: allow\n      read_note: allow\n"
-        "      create_note:\n        propose:\n"
-        '          path: {template: "inbox/{{ args.title }}.md"}\n'
-        "          content: {arg: body}\n          globs: ['inbox/*.md']\n"
-    )
+    """examples/http-vault.yaml itself, pointed at this server and vault: the example is what runs here."""
+    example = (REPO / "examples" / "http-vault.yaml").read_text()
+    assert EXAMPLE_URL in example and EXAMPLE_VAULT in example
+    text = example.replace(EXAMPLE_URL, url).replace(EXAMPLE_VAULT, str(vault))
+    return text.replace("version: 1\n", f"version: 1\nreview_url: {base_url}\n")
 
 
 @pytest.fixture(scope="module")
