@@ -696,20 +696,27 @@ def _readme_policies() -> list[str]:
     return re.findall(r"```yaml\n(.*?)```", (REPO / "README.md").read_text(), re.S)
 
 
-@pytest.mark.parametrize("number", range(3))
+@pytest.mark.parametrize("number", range(4))
 def test_every_policy_in_the_readme_loads(tmp_path, number):
     blocks = _readme_policies()
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     policy = load_policy(write(tmp_path, blocks[number]))
     assert policy.describe()
 
 
 def test_the_example_policies_load_with_the_modes_they_say(tmp_path):
     modes = {}
-    for name in ("filesystem.yaml", "obsidian.yaml"):
+    for name in ("filesystem.yaml", "obsidian.yaml", "http-vault.yaml"):
         for row in load_policy(REPO / "examples" / name).describe():
             modes[row["tool"]] = (row["mode"], row["when"])
     assert modes["write_file"] == ("replace", None)
     assert modes["edit_file"] == ("edit", None)
     assert modes["obsidian_edit_note"] == ("append", {"operation": "append", "vault": "notes"})
     assert modes["read_text_file"] == (None, None)
+    assert modes["create_note"] == ("create", None) and modes["read_note"] == (None, None)
+    vault = load_policy(REPO / "examples" / "http-vault.yaml").servers["vault"]
+    assert (vault.url, vault.command, vault.headers["Authorization"].env) == (
+        "http://127.0.0.1:3000/mcp",
+        None,
+        "VAULT_TOKEN",
+    )

@@ -6,6 +6,8 @@ the interpreter running Gatekeeper first (a bare ``python`` in the policy then m
 that has Gatekeeper installed, as the demo notes server needs), then the folders where each
 server's bare command is found on the current ``PATH``, then ``/usr/local/bin:/usr/bin:/bin``.
 The entry is checked as the host will start it, and refused if a server could not start.
+A ``url`` server's header secrets are not written into the entry (its output is often pasted
+or shared); a note on stderr names each variable the entry's ``env`` must add.
 """
 
 from __future__ import annotations
@@ -64,3 +66,11 @@ def host_config(ctx: Ctx, policy_file: str | None, name: str) -> None:
         "env": env,
     }
     click.echo(json.dumps({"mcpServers": {name: entry}}, indent=2))
+    for server_name, server in policy.servers.items():
+        for header, source in server.headers.items():
+            click.echo(
+                f"Note: server {server_name!r} sends {header} from ${source.env}, and a host starts the proxy with "
+                f'only the entry\'s env: add "{source.env}": "<its value>" to "env" above (not printed here: '
+                "it is a secret)",
+                err=True,
+            )

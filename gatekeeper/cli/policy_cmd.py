@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json, table
+
+if TYPE_CHECKING:
+    from gatekeeper.policy.model import Policy, Server
 
 
 @click.group()
@@ -23,6 +26,69 @@ def _mode(row: dict[str, Any]) -> str:
     return mode
 
 
+def _headers(server: Server) -> dict[str, str]:
+    """Each header as where its value comes from (``Bearer $NOTES_TOKEN``): never the value itself."""
+    return {name: f"{h.prefix}${h.env}" for name, h in server.headers.items()}
+
+
+def _where(server: Server) -> str:
+    """Where the proxy reaches a server, for a person: the URL and its headers' sources, or the command."""
+    if server.url is None:
+        return f"command {server.command}"
+    extras = [f"{name}: {source}" for name, source in _headers(server).items()]
+    extras.append(f"timeout {server.timeout:g}s")
+    if server.allow_remote:
+        extras.append("allow_remote")
+    if server.allow_addresses:
+        extras.append("allow_addresses " + " ".join(server.allow_addresses))
+    return f"{server.url} ({'; '.join(extras)})"
+
+
+def _show(pol: Policy, rows: list[dict[str, Any]]) -> None:
+    """The rules as a table, then where each server is and the review page agents are sent to."""
+    from gatekeeper.up import review_port
+
+    table(
+        f"{pol.source} (digest {pol.digest[:12]})",
+        ("host name", "server", "tool", "action", "mode", "path", "content", "globs", "max bytes"),
+        (
+            (
+                r["host_name"],
+                r["server"],
+                r["tool"],
+                r["action"],
+                _mode(r),
+                r.get("path") or "",
+                r.get("content") or r.get("edits") or "",
+                " ".join(r.get("globs") or []),
+                r.get("max_bytes") or "",
+            )
+            for r in rows
+        ),
+    )
+    click.echo("Tools not named above are denied.")
+    for name, server in pol.servers.items():
+        click.echo(f"Server {name}: {_where(server)}")
+    port = review_port(pol.review_url)
+    listen = (
+        f"`gatekeeper up --policy {pol.source}` listens on port {port} for it"
+        if port is not None
+        else "not a local address: make sure it reaches the page `gatekeeper up` serves"
+    )
+    click.echo(f"Review page for agents: {pol.review_url} ({listen})")
+
+
+def _unset_secrets(pol: Policy) -> list[str]:
+    """Header variables not set in this environment: the proxy's calls to that server would fail."""
+    return [
+        f"{pol.where(('servers', name, 'headers', header))}: ${h.env} is not set here; a proxy started from this "
+        "environment cannot reach this server (set it, or add it to the env of the host's entry)"
+        for name, server in pol.servers.items()
+        for header, h in server.headers.items()
+        if h.value() is None
+    ]
+
+
 @policy.command()
 @POLICY
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per rule.")
@@ -36,15 +102,15 @@ def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool
     """Load the policy, report problems, and print the effective rules.
 
     Each server's command is looked up as the proxy will start it (on the PATH the child gets);
-    one that cannot be found or started is an error (exit 1). Also shows the review URL and
-    the port `gatekeeper up` must listen on for it.
+    one that cannot be found or started is an error (exit 1). A url server is shown with the
+    variables its headers are read from (never their values); one that is not set here is a
+    warning. Also shows the review URL and the port `gatekeeper up` must listen on for it.
 
     A downstream tool whose definition changed since it was first seen is withheld from hosts
     until a person runs this with --accept-changes.
     """
     from gatekeeper.policy import load_policy
     from gatekeeper.policy.commands import command_problems
-    from gatekeeper.up import review_port
 
     pol = load_policy(policy_file, home=ctx.home.path)
     rows = pol.describe()
@@ -52,35 +118,11 @@ def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool
     errors = command_problems(pol)
     if as_json:
         for row in rows:
-            emit_json(row)
+            server = pol.servers[row["server"]]
+            emit_json({**row, "url": server.url, "headers": _headers(server) or None})
     else:
-        table(
-            f"{pol.source} (digest {pol.digest[:12]})",
-            ("host name", "server", "tool", "action", "mode", "path", "content", "globs", "max bytes"),
-            (
-                (
-                    r["host_name"],
-                    r["server"],
-                    r["tool"],
-                    r["action"],
-                    _mode(r),
-                    r.get("path") or "",
-                    r.get("content") or r.get("edits") or "",
-                    " ".join(r.get("globs") or []),
-                    r.get("max_bytes") or "",
-                )
-                for r in rows
-            ),
-        )
-        click.echo("Tools not named above are denied.")
-        port = review_port(pol.review_url)
-        listen = (
-            f"`gatekeeper up --policy {pol.source}` listens on port {port} for it"
-            if port is not None
-            else "not a local address: make sure it reaches the page `gatekeeper up` serves"
-        )
-        click.echo(f"Review page for agents: {pol.review_url} ({listen})")
-    for problem in problems:
+        _show(pol, rows)
+    for problem in [*problems, *_unset_secrets(pol)]:
         click.echo(f"Warning: {problem}", err=True)
     _tool_changes(ctx, accept_changes, as_json)
     if errors:
