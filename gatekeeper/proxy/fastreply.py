@@ -243,6 +243,7 @@ class Replies:
         if call.log_levels is not None:  # a 2026 host: resultType and our stamp, as the SDK adds
             self._answer_modern(b"", answer, call)
         else:
+            result.pop("resultType", None)  # not a 2025-11-25 field: the SDK server leaves it out
             self._write(answer)
 
 
