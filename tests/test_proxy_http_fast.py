@@ -180,13 +180,12 @@ def test_progress_and_logs_on_the_event_stream_come_before_the_answer(tmp_path: 
 
 def test_proposed_and_denied_tools_never_reach_the_server(tmp_path: Path, home: Home) -> None:
     port = free_port()
-    with serve(tmp_path, port):
-        with raw_host(policy(tmp_path, f"http://127.0.0.1:{port}/mcp"), home) as proxy:
-            proxy.send(call(1, "create_note", {"name": "new.md", "body": "hi"}))
-            proxy.send(call(2, "erase_all", {}))
-            proxy.send(call(3, "read_note", {"name": "hello.md"}))
-            proposed, denied = proxy.wait_for(1), proxy.wait_for(2)
-            proxy.wait_for(3)
+    with serve(tmp_path, port), raw_host(policy(tmp_path, f"http://127.0.0.1:{port}/mcp"), home) as proxy:
+        proxy.send(call(1, "create_note", {"name": "new.md", "body": "hi"}))
+        proxy.send(call(2, "erase_all", {}))
+        proxy.send(call(3, "read_note", {"name": "hello.md"}))
+        proposed, denied = proxy.wait_for(1), proxy.wait_for(2)
+        proxy.wait_for(3)
     assert "proposal" in json.dumps(proposed).lower() and denied["result"]["isError"] is True
     assert tool_calls(tmp_path, "create_note") == [] and tool_calls(tmp_path, "erase_all") == []
     assert [FAST.match(r["message"]["id"]) is not None for r in tool_calls(tmp_path, "read_note")] == [True]
@@ -259,7 +258,10 @@ def test_the_hosts_cancellation_reaches_the_servers_handler(tmp_path: Path, home
             proxy.send(call("after", "read_note", {"name": "hello.md"}))
             assert "result" in proxy.wait_for("after")
             assert not [line for line in proxy.lines if json.loads(line).get("id") == "w"]
-        [post] = tool_calls(tmp_path, "wait")
+        # Each exchange is recorded once it ends (the proxy is gone now, so every one has).
+        [post] = wait_until(lambda: tool_calls(tmp_path, "wait"), "the server to record the call")
+        if mode == "legacy":
+            wait_until(lambda: exchanges(tmp_path, "notifications/cancelled"), "the notice to be recorded")
         notices = exchanges(tmp_path, "notifications/cancelled")
     ours = post["message"]["id"]
     assert FAST.match(ours), ours

@@ -317,7 +317,7 @@ async def connect(
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(forward)
-                carrier.attach(client, server.url, transport, tg, send.send)
+                carrier.attach(client, server.url, transport, send.send)
                 try:
                     yield receive, write
                 finally:

@@ -127,9 +127,9 @@ def recording(app: Any, path: Path) -> Any:
 
 
 async def serve(
-    port: int, root: Path, token_env: str | None, stateless: bool, record: Path | None = None, json_answers: bool = False
+    port: int, root: Path, token_env: str | None, stateless: bool, record: Path | None = None, json_out: bool = False
 ) -> None:
-    app: Any = build(root).streamable_http_app(stateless_http=stateless, json_response=json_answers)
+    app: Any = build(root).streamable_http_app(stateless_http=stateless, json_response=json_out)
     if token_env:
         app = with_token(app, os.environ[token_env])
     if record is not None:
