@@ -20,10 +20,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from gatekeeper.home import Home
 from tests.http_servers import free_port, running, start, stop
+from tests.http_support import vault_server
 from tests.proxy_support import proxy_params
 from tests.test_proxy_fastpath import answer_line, call, wait_until
 from tests.test_proxy_wire import RawProxy
@@ -270,3 +272,24 @@ def test_the_hosts_cancellation_reaches_the_servers_handler(tmp_path: Path, home
         assert notices[0]["headers"]["mcp-session-id"] == post["headers"]["mcp-session-id"]
     else:
         assert notices == []
+
+
+@pytest.mark.parametrize("json_answers", [False, True])
+def test_the_typescript_vault_servers_answer_reaches_the_host_as_it_sent_it(
+    tmp_path: Path, home: Home, json_answers: bool
+) -> None:
+    """The issue's vault server (TypeScript SDK, stateless): the host's line is the server's own answer
+    to the same request sent directly, byte for byte (the SDK path would re-serialise it)."""
+    vault = tmp_path / "vault"
+    (vault / "notes").mkdir(parents=True)
+    (vault / "notes" / "small.md").write_text("A small note.\n")
+    with vault_server(vault, tmp_path / "peers", json_responses=json_answers) as peer:
+        request = call(41, "read_note", {"path": "notes/small.md"})
+        headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}
+        direct = httpx2.post(peer.url, json=request, headers=headers, timeout=30)
+        expected = answer_bytes({"response": direct.text})
+        with raw_host(policy(tmp_path, peer.url), home) as proxy:
+            proxy.send(request)
+            line = answer_line(proxy, 41)
+        assert [c["args"] for c in peer.tool_calls("read_note")] == [{"path": "notes/small.md"}] * 2
+    assert b'"id":41' in expected and line.rstrip(b"\n") == expected
