@@ -293,3 +293,20 @@ def test_the_typescript_vault_servers_answer_reaches_the_host_as_it_sent_it(
             line = answer_line(proxy, 41)
         assert [c["args"] for c in peer.tool_calls("read_note")] == [{"path": "notes/small.md"}] * 2
     assert b'"id":41' in expected and line.rstrip(b"\n") == expected
+
+
+def test_resource_reads_and_prompts_go_raw_too(tmp_path: Path, home: Home) -> None:
+    port = free_port()
+    with serve(tmp_path, port), raw_host(policy(tmp_path, f"http://127.0.0.1:{port}/mcp"), home) as proxy:
+        proxy.send({"jsonrpc": "2.0", "id": "r", "method": "resources/read", "params": {"uri": "note://hello"}})
+        prompt = {"name": "summarize", "arguments": {"name": "hello.md"}}
+        proxy.send({"jsonrpc": "2.0", "id": "p", "method": "prompts/get", "params": prompt})
+        lines = {rid: answer_line(proxy, rid) for rid in ("r", "p")}
+    for method, rid in (("resources/read", "r"), ("prompts/get", "p")):
+        [post] = exchanges(tmp_path, method)
+        ours = post["message"]["id"]
+        assert FAST.match(str(ours)), (method, ours)
+        assert lines[rid].rstrip(b"\n") == answer_bytes(post).replace(
+            json.dumps(ours).encode(), json.dumps(rid).encode()
+        )
+    assert b"# Hello" in lines["r"] and b"Summarize the note hello.md." in lines["p"]

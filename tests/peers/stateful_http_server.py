@@ -3,7 +3,8 @@
 For tests of Gatekeeper's ``url`` servers: ``read_note`` reads, ``create_note`` really writes
 (behind Gatekeeper it must become a proposal and never run), ``erase_all`` writes too (denied),
 ``whoami`` says which process answered, ``steps`` reports progress and logs, ``grow`` adds a
-tool and says the list changed. With ``--token-env NAME`` every request must carry
+tool and says the list changed; a resource ``note://hello`` and a prompt ``summarize``.
+With ``--token-env NAME`` every request must carry
 ``Authorization: Bearer $NAME`` (401 otherwise), so a test can prove the header reached it.
 ``--record FILE`` appends each HTTP exchange (request and answer, as sent) to FILE; ``--json``
 answers with plain JSON instead of SSE streams.
@@ -69,6 +70,14 @@ def build(root: Path) -> MCPServer:
             Path(cancelled).write_text("cancelled")
             raise
         return "waited"
+
+    @server.resource("note://hello", description="The note hello.md.", mime_type="text/markdown")
+    def hello() -> str:
+        return (root / "hello.md").read_text(encoding="utf-8")
+
+    @server.prompt(description="Ask for a summary of one note.")
+    def summarize(name: str) -> str:
+        return f"Summarize the note {name}."
 
     @server.tool(description="The process id of the server that answered.")
     def whoami() -> int:
