@@ -123,7 +123,7 @@ class HttpCarrier:
         try:
             response = await self._client.post(self._url, content=data, headers=self._headers(headers))
             await response.aclose()
-        except httpx2.HTTPError as exc:
+        except Exception as exc:  # a courtesy, as on the SDK's transport: nobody waits for its answer
             log.info("could not send a cancellation: %s", exc)
 
     async def _exchange(self, ours: str, data: bytes, headers: dict[str, str], scope: anyio.CancelScope) -> None:
