@@ -9,7 +9,9 @@ a small note. Variants, all open at once:
 - ``sdk gatekeeper``: the same client over stdio to ``python -m gatekeeper proxy --policy FILE`` whose
   policy fronts the server by ``url`` (``read_note: allow``);
 - ``raw direct``: JSON-RPC POSTed with an ``httpx2.AsyncClient`` (one kept-alive connection);
-- ``raw gatekeeper``: JSON-RPC lines written to the proxy's stdin, read from its stdout.
+- ``raw gatekeeper``: JSON-RPC lines written to the proxy's stdin, read from its stdout;
+- ``raw sdk-path``: the same, to a proxy started with ``GATEKEEPER_FAST_PATH=0`` (every call the SDK
+  way: what the fast path saves, in the same run).
 
 Ratios are Gatekeeper's p50 (p99) ÷ direct's for the same client. A proxy that cannot front a ``url``
 server yet (it lists no ``read_note`` or its call fails) gives a ``skipped: <reason>`` row, not a crash.
@@ -209,8 +211,9 @@ def proxy_command(policy: Path) -> list[str]:
     return [PY, "-m", "gatekeeper", "proxy", "--policy", str(policy)]
 
 
-def proxy_env(home: Path) -> dict[str, str]:
-    return {"GATEKEEPER_HOME": str(home), "PYTHONPATH": str(REPO), "GATEKEEPER_START_TIMEOUT": "20"}
+def proxy_env(home: Path, fast: bool = True) -> dict[str, str]:
+    env = {"GATEKEEPER_HOME": str(home), "PYTHONPATH": str(REPO), "GATEKEEPER_START_TIMEOUT": "20"}
+    return env if fast else {**env, "GATEKEEPER_FAST_PATH": "0"}
 
 
 @asynccontextmanager
@@ -224,9 +227,9 @@ async def gatekeeper_sdk(policy: Path, home: Path, errlog: Path) -> AsyncIterato
 
 
 @asynccontextmanager
-async def gatekeeper_raw(policy: Path, home: Path, errlog: Path) -> AsyncIterator[RawStdio]:
+async def gatekeeper_raw(policy: Path, home: Path, errlog: Path, fast: bool = True) -> AsyncIterator[RawStdio]:
     with open(errlog, "ab") as err:
-        env = {**{k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}, **proxy_env(home)}
+        env = {**{k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}, **proxy_env(home, fast)}
         async with await anyio.open_process(proxy_command(policy), stderr=err, env=env, cwd=policy.parent) as proc:
             client = RawStdio(proc)
             try:
@@ -288,6 +291,10 @@ async def measure(url: str, vault: Path, work: Path, sizes: Sizes) -> tuple[list
             await gate_raw.handshake()
             await gate_raw.call()
             calls["raw gatekeeper"] = gate_raw.call
+            slow = await stack.enter_async_context(gatekeeper_raw(policy, home, work / "proxy-slow.err", fast=False))
+            await slow.handshake()
+            await slow.call()
+            calls["raw sdk-path"] = slow.call
         except Exception as exc:  # the proxy without url support (or broken): rows say why, direct ones still run
             reason = _reason(exc, work / "proxy-sdk.err")
             skipped.append(Skipped("H1. vault gatekeeper rows", 0.0, "", note=reason[:500]))
@@ -312,6 +319,10 @@ def latency_rows(times: dict[str, list[float]]) -> list[Figure]:
                 Figure(f"H1. vault {client} gatekeeper ratio p50", p50(gate) / p50(direct), "x", P50_RATIO, "<")
             )
             rows.append(Figure(f"H1. vault {client} gatekeeper ratio p99", p99(gate) / p99(direct), "x", None, "<"))
+    slow, direct = times.get("raw sdk-path"), times.get("raw direct")
+    if slow and direct:  # the proxy with its fast path off: what the fast path saves
+        rows.append(Figure("H1. vault raw sdk-path p50", p50(slow), "ms", None, "<"))
+        rows.append(Figure("H1. vault raw sdk-path ratio p50", p50(slow) / p50(direct), "x", None, "<"))
     return rows
 
 

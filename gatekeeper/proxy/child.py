@@ -55,6 +55,7 @@ class ChildPipe:
         self.alive = False
         self.tap: Callable[[bytes], bool] | None = None
         self.on_end: Callable[[ChildPipe], None] | None = None
+        self.on_trouble: Callable[..., None] | None = None  # never called: a pipe's troubles end it (on_end)
 
     def attach(self, process: Process | _Adopted) -> None:
         writer = getattr(process.stdin, "_stream", None)  # anyio's asyncio stream wrapper
@@ -70,6 +71,13 @@ class ChildPipe:
             return False
         writer.write(data)
         return True
+
+    def send(self, ours: str, data: bytes, headers: dict[str, str]) -> bool:
+        """One raw request (the ``Carrier`` protocol of proxy/carrier.py): a line; no headers on a pipe."""
+        return self.write(data + b"\n")
+
+    def cancel(self, ours: str, data: bytes, headers: dict[str, str]) -> None:
+        self.write(data + b"\n")  # a late answer to it is dropped (FastPath.child_line)
 
     def ended(self) -> None:
         self.alive = False

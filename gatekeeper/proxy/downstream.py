@@ -32,7 +32,9 @@ from gatekeeper.policy import Server
 from gatekeeper.policy.commands import executable
 from gatekeeper.proxy import early, remote
 from gatekeeper.proxy.addresses import AddressRefused
+from gatekeeper.proxy.carrier import Carrier
 from gatekeeper.proxy.child import ChildPipe, child_environment, child_stdio
+from gatekeeper.proxy.httpcarrier import HttpCarrier
 from gatekeeper.store import events as ev
 
 T = TypeVar("T")
@@ -90,7 +92,7 @@ class Downstream:
         self.mode = mode
         self._on_message, self._on_log, self._on_event = on_message, on_log, on_event
         self.client: Client | None = None
-        self.pipe = ChildPipe()  # raw access to the live child's pipes (proxy/fastpath.py), new each life
+        self.carrier: Carrier = ChildPipe()  # the fast path's raw access (proxy/fastpath.py), new each life
         self.error: str | None = None
         self.failures = 0
         self.next_start = 0.0
@@ -175,7 +177,8 @@ class Downstream:
         if params is None:
             errlog.write(f"{_MARK} connecting to {self.name} ({mode}): {self.config.url}\n")
             errlog.flush()
-            return remote.connect(self.name, self.config, errlog)
+            carrier = self.carrier if isinstance(self.carrier, HttpCarrier) else None
+            return remote.connect(self.name, self.config, errlog, carrier=carrier)
         adopted = None
         if self._first:  # restarts and the legacy retry spawn anew
             self._first = False
@@ -184,7 +187,8 @@ class Downstream:
         if adopted is None:  # an adopted child's start line is in the log already (proxy/early.py)
             errlog.write(f"{_MARK} starting {self.name} ({mode}): {self.config.command} {' '.join(self.config.args)}\n")
             errlog.flush()
-        return child_stdio(params, errlog, self.pipe, adopted)
+        pipe = self.carrier if isinstance(self.carrier, ChildPipe) else None
+        return child_stdio(params, errlog, pipe, adopted)
 
     async def _session(
         self, params: StdioServerParameters | None, errlog: TextIO, mode: str, probe_error: str | None = None
@@ -209,7 +213,7 @@ class Downstream:
                 async with anyio.create_task_group() as tg:
                     if mode == "auto":
                         tg.start_soon(probe_deadline, self._scope)
-                    self.pipe = ChildPipe()
+                    self.carrier = self._carrier()
                     async with Client(
                         self._transport(params, errlog, mode),
                         mode=mode,
@@ -242,6 +246,11 @@ class Downstream:
         if not started and self._closing and self.error is None:
             self.error = "the proxy is shutting down"
         return started
+
+    def _carrier(self) -> Carrier:
+        if self.config.is_remote:
+            return HttpCarrier(self.config.timeout, remote.BODY_LIMIT)
+        return ChildPipe()
 
     async def _started(self, client: Client, mode: str, probe_error: str | None) -> bool:
         """The child answered the handshake: make it the live client, record it, wake the waiters.
@@ -358,22 +367,20 @@ class Downstream:
                 try:
                     return await method(client)
                 except MCPError as exc:
-                    problem = remote.failure(self.name, exc)
-                    if problem is None:
+                    kind, message, reset = remote.verdict(self.name, exc)
+                    if kind in ("server", "gone"):
                         raise
-                    if problem.reset:
+                    if reset:
                         self.mark_gone()
-                    if not (problem.session_expired and attempt == 1):
-                        raise DownstreamUnavailable(problem.message) from None
-                self._note(f"{self.name} ended our session (restarted?); starting a new one and sending the call again")
+                    if not (kind == "retry" and attempt == 1):
+                        raise DownstreamUnavailable(message) from None
+                self.note(remote.renewing(self.name))
                 client = await self.ready()
         self.mark_gone()
-        raise DownstreamUnavailable(
-            f"downstream server '{self.name}' did not answer within {timeout:g} s (the policy's 'timeout' for it); "
-            "the connection is dropped and opened again on the next call"
-        )
+        raise DownstreamUnavailable(remote.timed_out(self.name, timeout))
 
-    def _note(self, text: str) -> None:
+    def note(self, text: str) -> None:
+        """A line of our own in the server's log."""
         with open(self.log_path, "a", encoding="utf-8") as log:
             log.write(f"{_MARK} {text}\n")
 

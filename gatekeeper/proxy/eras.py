@@ -26,6 +26,7 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 METHODS = ("tools/call", "resources/read", "prompts/get", "completion/complete")
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+VERSION_HEADER = "mcp-protocol-version"  # the SDK's MCP_PROTOCOL_VERSION_HEADER (its module: slow import)
 HOST_META = "io.modelcontextprotocol/"
 """The prefix of the 2026-07-28 envelope's keys: the host's, never forwarded to a child."""
 
@@ -38,7 +39,7 @@ class ChildView:
     host_version: str
     usable: bool  # False: the SDK pair translates something this module does not
     modern: bool  # the child speaks 2026-07-28: requests carry the SDK client's envelope
-    stamp: Callable[[dict[str, Any]], None]
+    stamp: Callable[[dict[str, Any]], dict[str, str]]  # the SDK client's envelope, in place; its HTTP headers
     foreign: dict[str, frozenset[str]] | None  # per method: fields a 2025 host must not get from a 2026 child
     host_modern: bool = False  # the host speaks 2026-07-28: results get resultType and our serverInfo stamp
 
@@ -52,7 +53,7 @@ class ChildView:
             return cls._for_modern_host(client, host_version)
         if version not in MODERN_PROTOCOL_VERSIONS:
             # Two handshake-era revisions may differ in result shape: only the same one is raw.
-            return cls(client, host_version, version == host_version, False, _no_stamp, None)
+            return cls(client, host_version, version == host_version, False, _handshake(version), None)
         stamp = getattr(getattr(client, "session", None), "_stamp", None)  # the SDK client's own envelope
         try:
             from mcp.client.session import _later_revision_fields
@@ -62,24 +63,42 @@ class ChildView:
             stamp = None
         if stamp is None or host_version in MODERN_PROTOCOL_VERSIONS:
             return cls(client, host_version, False, True, _no_stamp, None)
-        return cls(client, host_version, True, True, lambda data: stamp(data, {}), foreign)
+        return cls(client, host_version, True, True, _stamper(stamp), foreign)
 
     @classmethod
     def _for_modern_host(cls, client: Any, host_version: str) -> ChildView:
         """A 2026-07-28 host: the request's envelope is replaced by the SDK client's (a 2026 child)
         or dropped (a handshake-era child); the result gets the fields a 2026 result must carry."""
         if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            return cls(client, host_version, True, False, _no_stamp, None, True)
+            return cls(client, host_version, True, False, _handshake(client.protocol_version), None, True)
         if client.protocol_version != host_version:
             return cls(client, host_version, False, True, _no_stamp, None, True)  # two 2026-era revisions
         stamp = getattr(getattr(client, "session", None), "_stamp", None)
         if stamp is None:
             return cls(client, host_version, False, True, _no_stamp, None, True)
-        return cls(client, host_version, True, True, lambda data: stamp(data, {}), None, True)
+        return cls(client, host_version, True, True, _stamper(stamp), None, True)
 
 
-def _no_stamp(data: dict[str, Any]) -> None:
-    return None
+def _no_stamp(data: dict[str, Any]) -> dict[str, str]:
+    return {}
+
+
+def _handshake(version: str) -> Callable[[dict[str, Any]], dict[str, str]]:
+    """A handshake-era child: no envelope; over HTTP, the version header its SDK stamp sends."""
+    headers = {VERSION_HEADER: version}
+    return lambda data: dict(headers)
+
+
+def _stamper(stamp: Callable[[dict[str, Any], Any], None]) -> Callable[[dict[str, Any]], dict[str, str]]:
+    """The SDK client's 2026 stamp: the envelope into the request, the headers (version, method,
+    name, ``Mcp-Param-*``) returned for an HTTP POST."""
+
+    def stamped(data: dict[str, Any]) -> dict[str, str]:
+        opts: dict[str, Any] = {}
+        stamp(data, opts)
+        return dict(opts.get("headers") or {})
+
+    return stamped
 
 
 def envelope_levels(message: dict[str, Any], meta: dict[str, Any], host_version: str | None) -> frozenset[str] | None:

@@ -21,61 +21,42 @@ that is not a plain allowed call to a healthy, listed, pinned tool takes the SDK
 anything this module cannot handle byte-exactly (a big integer orjson would round, an envelope
 the SDK would refuse, a congested pipe, a duplicate id). Where host and child speak different
 protocol revisions, or the host speaks 2026-07-28, the rewrite is ``proxy/eras.py``'s.
+
+A ``url`` server is reached the same way through another carrier (proxy/carrier.py): each raw
+request is one POST on the connection's own HTTP client (proxy/httpcarrier.py), and the messages of
+its answer come back through the same tap as a child's lines.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import re
-from dataclasses import dataclass
+import os
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from mcp import types
-from mcp.types import PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
+from mcp.types import PROTOCOL_VERSION_META_KEY
 
 from gatekeeper.proxy import eras, wire
-from gatekeeper.proxy.child import ChildPipe
 from gatekeeper.proxy.completion import raw_ref
 from gatekeeper.proxy.eras import ChildView
-from gatekeeper.proxy.status import tool_error
+from gatekeeper.proxy.fastreply import BIG_NUMBER, ID_PREFIX, Pending, Replies, loads
 
 if TYPE_CHECKING:
+    from gatekeeper.proxy.carrier import Carrier
     from gatekeeper.proxy.downstream import Downstream
     from gatekeeper.proxy.hostio import HostOut
     from gatekeeper.proxy.server import Proxy
 
-log = logging.getLogger("gatekeeper.proxy.fast")
+__all__ = ["ID_PREFIX", "FastPath"]
 
-ID_PREFIX = "gatekeeper-fast-"
-_ID_BYTES = ID_PREFIX.encode()
-_CLOSED = "Connection closed"  # the SDK client's words for a child gone mid-call (proxy/downstream.py)
-_BIG_NUMBER = re.compile(rb"[0-9]{19}")  # orjson rounds integers beyond 64 bits to floats: not ours to take
 _MARKERS = (b'"tools/call"', b'"resources/read"', b'"prompts/get"', b'"completion/complete"')
-_LOG_MARKER = b'"notifications/message"'
-_ID_FIELD = re.compile(rb'("id"\s*:\s*)"' + re.escape(_ID_BYTES) + rb'[0-9]+"')
 
 
 Target = tuple["Downstream", dict[str, Any], ChildView]
 
 
-@dataclass
-class Pending:
-    """One fast call the child has not answered yet."""
-
-    host_id: str | int
-    progress_token: Any  # the host's, or None
-    downstream: Downstream
-    pipe: ChildPipe
-    reshape: frozenset[str] | None  # fields to drop for a 2025 host when the child speaks 2026 (else None)
-    method: str
-    log_levels: frozenset[str] | None = None  # a 2026 host: the levels this request opted in to (else None)
-    name: str = ""  # the tool's name as the host called it (tools/call)
-
-
-class FastPath:
-    """The table of fast calls in flight, and the two directions of their bytes."""
+class FastPath(Replies):
+    """The table of fast calls in flight, and the host-to-server direction (the way back: ``Replies``)."""
 
     def __init__(self, proxy: Proxy) -> None:
         self.proxy = proxy
@@ -83,6 +64,7 @@ class FastPath:
         self.pending: dict[str, Pending] = {}  # our id -> the call
         self.by_host: dict[tuple[type, str | int], str] = {}  # host id -> our id
         self._next = 0
+        self.enabled = os.environ.get("GATEKEEPER_FAST_PATH", "1") != "0"  # 0: every call the SDK way (A/B)
 
     def attach(self, out: HostOut) -> None:
         self.out = out
@@ -92,7 +74,7 @@ class FastPath:
     def host_line(self, line: bytes) -> bool:
         """Take the line if it is an allowed request (or a cancellation of one); False: the SDK's."""
         out = self.out
-        if out is None or out.congested:
+        if out is None or out.congested or not self.enabled:
             return False
         if b'"notifications/cancelled"' in line:
             return bool(self.by_host) and self._cancel(line)
@@ -101,9 +83,9 @@ class FastPath:
         return False
 
     def _request(self, line: bytes) -> bool:
-        if _BIG_NUMBER.search(line):
+        if BIG_NUMBER.search(line):
             return False
-        message = _loads(line)
+        message = loads(line)
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return False
         method, host_id, params = message.get("method"), message.get("id"), message.get("params")
@@ -140,19 +122,21 @@ class FastPath:
         if client.host_modern != modern:
             return False  # an envelope on a 2025 connection, or none on a 2026 one: the SDK answers it
         request: dict[str, Any] = {"jsonrpc": "2.0", "id": ours, "method": method, "params": out_params}
-        client.stamp(request)
+        headers = client.stamp(request)
         eras.ask_for(request, levels, client.modern)
-        pipe = downstream.pipe
-        if not pipe.write(orjson.dumps(request) + b"\n"):
-            return False
-        self._next += 1
-        if not isinstance(getattr(pipe.tap, "__self__", None), _PipeTap):  # one tap per pipe, knowing its pipe
-            pipe.tap = _PipeTap(self, pipe).line
-        pipe.on_end = self.child_ended
+        carrier = downstream.carrier
+        if not isinstance(getattr(carrier.tap, "__self__", None), _Tap):  # one tap per carrier, knowing it
+            carrier.tap = _Tap(self, carrier).line
+        carrier.on_end, carrier.on_trouble = self.child_ended, self.trouble
         rid = cast(str | int, host_id)  # checked by _valid_id above
         name = str(params.get("name") or "") if method == "tools/call" else ""
-        self.pending[ours] = Pending(rid, token, downstream, pipe, client.foreign_in(method), method, levels, name)
+        call = Pending(rid, token, downstream, carrier, client.foreign_in(method), method, levels, name, line)
+        self.pending[ours] = call  # before the send: an HTTP answer may come back within it
         self.by_host[(type(rid), rid)] = ours
+        if not carrier.send(ours, orjson.dumps(request), headers):
+            del self.pending[ours], self.by_host[(type(rid), rid)]
+            return False
+        self._next += 1
         return True
 
     def _tool(self, params: dict[str, Any], meta: dict[str, Any] | None, ours: str) -> Target | None:
@@ -216,7 +200,7 @@ class FastPath:
         return route[0], out_params, route[2]
 
     def _cancel(self, line: bytes) -> bool:
-        message = _loads(line)
+        message = loads(line)
         if not isinstance(message, dict) or message.get("method") != "notifications/cancelled" or "id" in message:
             return False
         params = message.get("params")
@@ -229,171 +213,19 @@ class FastPath:
         if isinstance(reason := params.get("reason"), str):  # type: ignore[union-attr]
             notice["params"]["reason"] = reason
         client = self.proxy.fast_client(call.downstream)
-        if client is not None:
-            client.stamp(notice)
-        call.pipe.write(orjson.dumps(notice) + b"\n")  # a late answer to it is dropped (child_line)
+        headers = client.stamp(notice) if client is not None else {}
+        call.carrier.cancel(ours, orjson.dumps(notice), headers)  # a late answer to it is dropped (child_line)
         return True
 
-    # -- child -> host ----------------------------------------------------------------------------
 
-    def child_line(self, line: bytes, pipe: ChildPipe | None = None) -> bool:
-        """Take the child's line if it answers or reports on a fast call; False: the SDK client's."""
-        if _ID_BYTES not in line:
-            return pipe is not None and _LOG_MARKER in line and self._log(line, pipe)
-        message = _loads(line)
-        if not isinstance(message, dict):
-            return False
-        ours = message.get("id")
-        if "method" not in message and isinstance(ours, str) and ours.startswith(ID_PREFIX):
-            call = self.pending.pop(ours, None)
-            if call is None:
-                return True  # the answer to a call the host cancelled: nobody waits for it
-            self.by_host.pop((type(call.host_id), call.host_id), None)
-            self._answer(line, message, call)
-            return True
-        if message.get("method") == "notifications/progress":
-            params = message.get("params")
-            token = params.get("progressToken") if isinstance(params, dict) else None
-            call = self.pending.get(token) if isinstance(token, str) else None
-            if call is None or params is None:
-                return False
-            params["progressToken"] = call.progress_token
-            params.pop("_meta", None)
-            self._write({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
-            return True
-        return False
+class _Tap:
+    """``Carrier.tap`` for one carrier: the fast path's ``child_line``, told which carrier spoke."""
 
-    def _log(self, line: bytes, pipe: ChildPipe) -> bool:
-        """A child's log line while a fast call runs there, sent before that call's answer (as the SDK
-        pair did): to a 2025 host always, to a 2026 host only if the request opted in at that level,
-        as the SDK server does. The latest call is the one attributed, as ``Proxy._on_child_log`` does."""
-        calls = [c for c in self.pending.values() if c.pipe is pipe]
-        if not calls or self.proxy.active.get(calls[-1].downstream.name):
-            return False  # an SDK-path call in flight there (or none at all): ``Proxy._on_child_log``
-        levels = calls[-1].log_levels
-        level, note = eras.log_note(_loads(line))
-        if note is None:
-            return False
-        if levels is None or level in levels:  # else not opted in on this request: the SDK drops it too
-            self._write({"jsonrpc": "2.0", "method": "notifications/message", "params": note})
-        return True
-
-    def _answer(self, line: bytes, message: dict[str, Any], call: Pending) -> None:
-        result = message.get("result")
-        meta = result.get("_meta") if isinstance(result, dict) else None
-        stamped = isinstance(meta, dict) and SERVER_INFO_META_KEY in meta
-        if call.log_levels is not None:
-            self._answer_modern(line, message, call)
-            return
-        if call.reshape is None and not stamped:
-            host_id = orjson.dumps(call.host_id)
-            restored, count = _ID_FIELD.subn(lambda m: m.group(1) + host_id, line, count=2)
-            if count == 1:
-                self._raw(restored)
-                return
-        if _BIG_NUMBER.search(line):
-            message = json.loads(line)  # exact integers; orjson would have rounded them
-            result = message.get("result")
-        message["id"] = call.host_id
-        if isinstance(result, dict):
-            if stamped or isinstance(result.get("_meta"), dict):
-                meta = {k: v for k, v in result.get("_meta", {}).items() if k != SERVER_INFO_META_KEY}
-                if meta:
-                    result["_meta"] = meta
-                else:
-                    result.pop("_meta", None)
-            if call.reshape is not None:
-                kind = result.get("resultType", "complete")
-                structured = result.get("structuredContent")
-                if kind != "complete" or (structured is not None and not isinstance(structured, dict)):
-                    log.error("%s: the child's result cannot be given to a 2025 host: %s", call.method, kind)
-                    self._error(call, f"Gatekeeper internal error in {call.method}; details are in its log")
-                    return
-                for key in call.reshape:
-                    result.pop(key, None)
-        self._write(message)
-
-    def _answer_modern(self, line: bytes, message: dict[str, Any], call: Pending) -> None:
-        """A 2026 host's answer: the child's serverInfo stamp replaced by ours, ``resultType`` added
-        when a handshake-era child left it out (what the SDK server's serialisation does)."""
-        if _BIG_NUMBER.search(line):
-            message = json.loads(line)
-        message["id"] = call.host_id
-        result = message.get("result")
-        if isinstance(result, dict) and not eras.restamp(call.method, result, self.proxy.server.server_info_stamp):
-            self._not_complete(call, result.get("resultType"))
-            return
-        self._write(message)
-
-    def _not_complete(self, call: Pending, kind: Any) -> None:
-        """A 2026 child asked for input (``input_required``): the SDK client toward it refuses that
-        (no ``allow_input_required``), so the host gets what the SDK path answers for that failure."""
-        log.error("%s: the child answered with resultType %r, which Gatekeeper does not relay", call.method, kind)
-        if call.method == "tools/call":
-            text = f"Gatekeeper hit an internal error handling {call.name!r}; details are in its log."
-            result = tool_error(text).model_dump(mode="json", by_alias=True, exclude_none=True)
-            self._answer_modern(b"", {"jsonrpc": "2.0", "id": call.host_id, "result": result}, call)
-            return
-        self._error(call, f"Gatekeeper internal error in {call.method}; details are in its log")
-
-    def _error(self, call: Pending, message: str) -> None:
-        self._write({"jsonrpc": "2.0", "id": call.host_id, "error": {"code": types.INTERNAL_ERROR, "message": message}})
-
-    def child_ended(self, pipe: ChildPipe) -> None:
-        """The child's stdout closed: every fast call still waiting on it gets today's answer."""
-        waiting = [ours for ours, call in self.pending.items() if call.pipe is pipe]
-        for ours in waiting:
-            call = self.pending.pop(ours)
-            self.by_host.pop((type(call.host_id), call.host_id), None)
-            gone = f"downstream server '{call.downstream.name}' stopped during the call: {_CLOSED}"
-            if call.method == "tools/call":  # as Proxy._forward answers DownstreamGone
-                text = f"{gone}. It will be restarted on the next call."
-                result = tool_error(text).model_dump(mode="json", by_alias=True, exclude_none=True)
-                answer = {"jsonrpc": "2.0", "id": call.host_id, "result": result}
-                if call.log_levels is not None:  # a 2026 host: resultType and our stamp, as the SDK adds
-                    self._answer_modern(b"", answer, call)
-                else:
-                    self._write(answer)
-            else:  # as Passthrough answers it: a protocol error
-                self._error(call, gone)
-        if waiting:
-            downstream = self.pending_downstream(pipe)
-            if downstream is not None:
-                downstream.mark_gone()
-
-    def pending_downstream(self, pipe: ChildPipe) -> Downstream | None:
-        for downstream in self.proxy.downstreams.values():
-            if downstream.pipe is pipe:
-                return downstream
-        return None
-
-    def _write(self, message: dict[str, Any]) -> None:
-        try:
-            data = orjson.dumps(message)
-        except TypeError:  # an integer beyond 64 bits (parsed exactly by json above)
-            data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        self._raw(data + b"\n")
-
-    def _raw(self, data: bytes) -> None:
-        if self.out is not None:
-            self.out.write(data if data.endswith(b"\n") else data + b"\n")
-
-
-class _PipeTap:
-    """``ChildPipe.tap`` for one pipe: the fast path's ``child_line``, told which child spoke."""
-
-    def __init__(self, fast: FastPath, pipe: ChildPipe) -> None:
-        self._fast, self._pipe = fast, pipe
+    def __init__(self, fast: FastPath, carrier: Carrier) -> None:
+        self._fast, self._carrier = fast, carrier
 
     def line(self, line: bytes) -> bool:
-        return self._fast.child_line(line, self._pipe)
-
-
-def _loads(line: bytes) -> Any:
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
+        return self._fast.child_line(line, self._carrier)
 
 
 def _valid_id(value: Any) -> bool:

@@ -48,6 +48,7 @@ class HostOut:
         self._transport: asyncio.WriteTransport | None = None
         self.protocol: _OutProtocol | None = None
         self.closed = False
+        self.resubmit: Callable[[bytes], None] | None = None  # a host line for the SDK path, past the fast one
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
@@ -192,6 +193,11 @@ class HostIn:
             self._paused = True
             self.protocol.transport.pause_reading()
 
+    def resubmit(self, line: bytes) -> None:
+        """A line the fast path took but hands back (its server never got it): the SDK path's."""
+        self._queue.append((line, None))
+        self._wake.set()
+
     def end(self) -> None:
         if not self._queue or self._queue[-1] is not None:
             self._queue.append(None)
@@ -267,6 +273,7 @@ async def host_stdio(
             await write_stream.send(message)
 
     host_in = HostIn(on_refusal, limit, fast)
+    out.resubmit = host_in.resubmit
     transport: asyncio.BaseTransport | None = None
     source = os.fdopen(in_fd, "rb", closefd=False) if in_fd is not None else sys.stdin.buffer
     try:

@@ -18,9 +18,9 @@ import secrets
 import ssl
 import time
 from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 import httpcore2
@@ -29,10 +29,14 @@ import orjson
 from mcp import MCPError, types
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
 
 from gatekeeper.policy import Server
 from gatekeeper.proxy import early
 from gatekeeper.proxy.addresses import Resolver, Target, resolve, system_resolver
+
+if TYPE_CHECKING:
+    from gatekeeper.proxy.httpcarrier import HttpCarrier
 
 BODY_LIMIT = 10 * 1024 * 1024  # one answer (JSON body, or one SSE response to a POST) at most
 # In error.data: this error is about the connection, not the tool. Random per process, so a server
@@ -95,6 +99,32 @@ def failure(name: str, exc: MCPError) -> Failure | None:
     if message.startswith(_SDK_FAILURES):
         return Failure(f"downstream server '{name}': {message}", reset=False)
     return None
+
+
+def verdict(name: str, exc: MCPError) -> tuple[str, str, bool]:
+    """What a call makes of ``exc`` from a url server (``Downstream.call`` on the SDK path; the raw
+    fast path copies it): kind, message, and whether the connection is dropped. Kinds: ``server``
+    (the server's own error, passed on), ``gone`` (the connection closed), ``retry`` (a session the
+    server forgot: the call never ran there), ``unavailable`` (an HTTP-level failure, named)."""
+    problem = failure(name, exc)
+    if problem is not None:
+        return ("retry" if problem.session_expired else "unavailable"), problem.message, problem.reset
+    if exc.error.code == -32000 and "closed" in exc.error.message.lower():
+        return "gone", f"downstream server '{name}' stopped during the call: {exc.error.message}", True
+    return "server", exc.error.message, False
+
+
+def renewing(name: str) -> str:
+    """The log line for a session the server forgot (the call goes again on a new one)."""
+    return f"{name} ended our session (restarted?); starting a new one and sending the call again"
+
+
+def timed_out(name: str, timeout: float) -> str:
+    """The words for a call that outlived the policy's timeout (the connection is dropped)."""
+    return (
+        f"downstream server '{name}' did not answer within {timeout:g} s (the policy's 'timeout' for it); "
+        "the connection is dropped and opened again on the next call"
+    )
 
 
 def _kind(exc: BaseException) -> str | None:
@@ -206,6 +236,8 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
         context = verify or httpx2.create_ssl_context(trust_env=False)  # the system's CAs; tests bring their own
         self._pool = httpcore2.AsyncConnectionPool(ssl_context=context, network_backend=_Pinned(target))
         self._name, self._target, self._errlog, self._limit = name, target, errlog, limit
+        self.session_id: str | None = None  # what the SDK transport sends (the fast path sends the same)
+        self.protocol_version: str | None = None
 
     def log(self, text: str) -> None:
         self._errlog.write(f"{early.MARK} {time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
@@ -213,6 +245,9 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         listen = request.method == "GET"
+        if request.method == "POST":
+            self.session_id = request.headers.get("mcp-session-id")
+            self.protocol_version = request.headers.get("mcp-protocol-version", self.protocol_version)
         if listen:  # the server's own stream may stay quiet for hours; only requests are timed
             request.extensions["timeout"] = {**request.extensions.get("timeout", {}), "read": None}
         try:
@@ -250,9 +285,14 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
 
 @asynccontextmanager
 async def connect(
-    name: str, server: Server, errlog: TextIO, resolver: Resolver = system_resolver
+    name: str,
+    server: Server,
+    errlog: TextIO,
+    resolver: Resolver = system_resolver,
+    carrier: HttpCarrier | None = None,
 ) -> AsyncIterator[TransportStreams]:
-    """Transport streams to the server at ``server.url``, over the one address checked now."""
+    """Transport streams to the server at ``server.url``, over the one address checked now; ``carrier``
+    (the fast path's) gets the same client, and a way into the SDK client's read stream."""
     assert server.url is not None
     headers = headers_for(name, server)
     target = await anyio.to_thread.run_sync(resolve, name, server, resolver)
@@ -261,6 +301,26 @@ async def connect(
     timeout = httpx2.Timeout(server.timeout, read=server.timeout + 1)  # the call's own bound (Downstream) comes first
     async with (
         httpx2.AsyncClient(transport=transport, headers=headers, timeout=timeout, trust_env=False) as client,
-        streamable_http_client(server.url, http_client=client, max_sse_event_size=BODY_LIMIT) as streams,
+        streamable_http_client(server.url, http_client=client, max_sse_event_size=BODY_LIMIT) as (read, write),
     ):
-        yield streams
+        if carrier is None:
+            yield read, write
+            return
+        send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def forward() -> None:
+            with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                async with send:
+                    async for item in read:
+                        await send.send(item)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(forward)
+                carrier.attach(client, server.url, transport, send.send)
+                try:
+                    yield receive, write
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            carrier.ended()

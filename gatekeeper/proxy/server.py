@@ -156,7 +156,7 @@ class Proxy:
         answered), a child not live, or eras this module does not translate.
         """
         client, host = downstream.client, self.host
-        if client is None or host is None or not downstream.pipe.alive:
+        if client is None or host is None or not downstream.carrier.alive:
             return None
         if host.client_params is None and host.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             return None

@@ -3,8 +3,11 @@
 For tests of Gatekeeper's ``url`` servers: ``read_note`` reads, ``create_note`` really writes
 (behind Gatekeeper it must become a proposal and never run), ``erase_all`` writes too (denied),
 ``whoami`` says which process answered, ``steps`` reports progress and logs, ``grow`` adds a
-tool and says the list changed. With ``--token-env NAME`` every request must carry
+tool and says the list changed; a resource ``note://hello`` and a prompt ``summarize``.
+With ``--token-env NAME`` every request must carry
 ``Authorization: Bearer $NAME`` (401 otherwise), so a test can prove the header reached it.
+``--record FILE`` appends each HTTP exchange (request and answer, as sent) to FILE; ``--json``
+answers with plain JSON instead of SSE streams.
 Usage: ``python -m tests.peers.stateful_http_server PORT NOTES_DIR [--token-env NAME] [--stateless]``. It
 prints ``listening on PORT`` once the socket accepts connections.
 """
@@ -12,6 +15,7 @@ prints ``listening on PORT`` once the socket accepts connections.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -67,6 +71,14 @@ def build(root: Path) -> MCPServer:
             raise
         return "waited"
 
+    @server.resource("note://hello", description="The note hello.md.", mime_type="text/markdown")
+    def hello() -> str:
+        return (root / "hello.md").read_text(encoding="utf-8")
+
+    @server.prompt(description="Ask for a summary of one note.")
+    def summarize(name: str) -> str:
+        return f"Summarize the note {name}."
+
     @server.tool(description="The process id of the server that answered.")
     def whoami() -> int:
         return os.getpid()
@@ -88,10 +100,49 @@ def with_token(app: Any, token: str) -> Any:
     return guarded
 
 
-async def serve(port: int, root: Path, token_env: str | None, stateless: bool) -> None:
-    app: Any = build(root).streamable_http_app(stateless_http=stateless)
+def recording(app: Any, path: Path) -> Any:
+    """A plain ASGI wrapper: each HTTP exchange, once it ends, as one JSON line in ``path`` (method,
+    headers, request body, status, response body), so a test sees exactly what reached the server."""
+
+    async def recorder(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        body, chunks, status = bytearray(), bytearray(), [0]
+
+        async def received() -> Any:
+            message = await receive()
+            if message["type"] == "http.request":
+                body.extend(message.get("body", b""))
+            return message
+
+        async def sent(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            elif message["type"] == "http.response.body":
+                chunks.extend(message.get("body", b""))
+            await send(message)
+
+        try:
+            await app(scope, received, sent)
+        finally:
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            record = {"method": scope["method"], "headers": headers, "body": body.decode(), "status": status[0]}
+            record["response"] = chunks.decode()
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+
+    return recorder
+
+
+async def serve(
+    port: int, root: Path, token_env: str | None, stateless: bool, record: Path | None = None, json_out: bool = False
+) -> None:
+    app: Any = build(root).streamable_http_app(stateless_http=stateless, json_response=json_out)
     if token_env:
         app = with_token(app, os.environ[token_env])
+    if record is not None:
+        app = recording(app, record)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
@@ -106,9 +157,11 @@ def main() -> None:
     parser.add_argument("root", type=Path)
     parser.add_argument("--token-env")
     parser.add_argument("--stateless", action="store_true", help="no sessions: a fresh server per request")
+    parser.add_argument("--record", type=Path, help="append every HTTP exchange to this file (JSON lines)")
+    parser.add_argument("--json", action="store_true", help="plain JSON answers instead of SSE streams")
     args = parser.parse_args()
     args.root.mkdir(parents=True, exist_ok=True)
-    anyio.run(serve, args.port, args.root, args.token_env, args.stateless)
+    anyio.run(serve, args.port, args.root, args.token_env, args.stateless, args.record, args.json)
     sys.exit(0)
 
 

@@ -1,0 +1,27 @@
+"""What the fast path (proxy/fastpath.py) sends raw requests through, whatever the server is.
+
+Two carriers: ``ChildPipe`` (proxy/child.py), lines on a stdio child's pipes, and ``HttpCarrier``
+(proxy/httpcarrier.py), one POST per request to a ``url`` server. Both hand each message of the
+answer to ``tap`` (True: the fast path took it; else it goes to the SDK client) and tell ``on_end``
+when their connection is gone; only the HTTP one reports per-request ``on_trouble``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class Carrier(Protocol):
+    alive: bool
+    tap: Callable[[bytes], bool] | None
+    on_end: Callable[[Any], None] | None
+    on_trouble: Callable[..., None] | None
+
+    def send(self, ours: str, data: bytes, headers: dict[str, str]) -> bool:
+        """Start one request (``ours`` its id, ``data`` its JSON); False: not now (the SDK path takes it)."""
+        ...
+
+    def cancel(self, ours: str, data: bytes, headers: dict[str, str]) -> None:
+        """The host cancelled ``ours``; ``data`` is the ``notifications/cancelled`` for it."""
+        ...
