@@ -8,7 +8,7 @@ import pytest
 
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer, draft, record_commit
+from tests.helpers import PROOF, add_reviewer, draft, record_commit
 
 STATEMENTS = {
     "proposal": ("UPDATE proposal SET content = x'00'", "DELETE FROM proposal"),
@@ -22,7 +22,9 @@ STATEMENTS = {
 def populated(home: Home, store: Store) -> Home:
     add_reviewer(store)
     p = store.propose(draft())
-    store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key())
+    store.decide(
+        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key(), proof=PROOF
+    )
     record_commit(store, p.id, "conflict", detail="test")
     return home
 

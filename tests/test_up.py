@@ -18,7 +18,7 @@ import pytest
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
 from gatekeeper.up import port_mismatch, review_port
-from tests.helpers import draft
+from tests.helpers import PROOF, draft
 from tests.proxy_support import write_policy
 from tests.review_support import free_port, start_up
 
@@ -78,6 +78,7 @@ def test_up_runs_both_children_reports_events_restarts_and_stops(tmp_path: Path)
                 sha256=p.sha256,
                 path="notes/from-up.md",
                 key=home.read_key(),
+                proof=PROOF,
             )
         lines.wait_for(f"approved  {p.id}")
         committed = lines.wait_for(f"{p.id}", timeout=30)
