@@ -12,6 +12,7 @@ from gatekeeper.review.access import State, unsafe
 from gatekeeper.review.errors import ReviewError
 from gatekeeper.review.proposals import detail
 from gatekeeper.review.state import ReviewState
+from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.reviews import Session
 
 router = APIRouter()
@@ -26,8 +27,21 @@ def approve(
     path: Annotated[str, Form()] = "",
     mode: Annotated[str, Form()] = "",
     base_sha256: Annotated[str, Form()] = "",
+    password: Annotated[str, Form()] = "",
 ) -> Response:
-    return decide(state, proposal_id, session, verdict="approved", sha256=sha256, path=path, **bound(mode, base_sha256))
+    # The password typed again (step-up): without it (or a passkey assertion) the store refuses.
+    proof = PasswordProof(password) if password else None
+    return decide(
+        state,
+        proposal_id,
+        session,
+        verdict="approved",
+        sha256=sha256,
+        path=path,
+        proof=proof,
+        rules=state.rules,
+        **bound(mode, base_sha256),
+    )
 
 
 @router.post("/proposals/{proposal_id}/reject")
