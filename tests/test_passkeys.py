@@ -22,6 +22,7 @@ from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import Proposed, Store
 from tests.helpers import PROOF, add_reviewer, draft
 from tests.passkey_support import PASSKEY_ONLY, RP, RULES, approve, enrol, rows, sign
+from tests.review_support import Page, decisions, event_count, hashed, review_app
 from tests.webauthn_authenticator import SoftAuthenticator
 
 PATH = "notes/a.md"
@@ -208,3 +209,20 @@ def test_a_rejection_needs_only_the_session(home: Home, store: Store, alice: Sof
         p.id, verdict="rejected", reason="no", reviewer="alice", sha256=p.sha256, path=PATH, key=home.read_key()
     )
     assert rows(home, "SELECT verdict, method FROM decision") == [("rejected", None)]
+
+
+def test_the_page_refuses_an_approval_with_the_cookie_alone(home: Home, store: Store) -> None:
+    """A logged-in session (the stolen-cookie case) posts approve with the CSRF token but without the
+    password: refused, an approval_refused event, nothing decided; with the password it goes through."""
+    store.add_reviewer("alice", hashed())
+    p = store.propose(draft())
+    with review_app(home) as site:
+        page = Page(site)
+        assert page.login().status_code == 303
+        refused = page.approve(p.id, p.sha256, PATH, page.csrf(p.id), password="")
+        assert refused.status_code == 409 and "session alone is not enough" in refused.text
+        assert decisions(home) == [] and event_count(home, ev.APPROVAL_REFUSED) == 1
+        wrong = page.approve(p.id, p.sha256, PATH, page.csrf(p.id), password="guess" * 3)
+        assert wrong.status_code == 409 and decisions(home) == []
+        assert page.approve(p.id, p.sha256, PATH, page.csrf(p.id)).status_code == 303
+    assert rows(home, "SELECT verdict, method FROM decision") == [("approved", "password")]
