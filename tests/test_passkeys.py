@@ -6,13 +6,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from gatekeeper import signing
-from gatekeeper.approval import ApprovalRefused, Assertion, Proof, Subject, b64url, decision_digest, unb64url
-from gatekeeper.canonical import sha256_hex
+from gatekeeper.approval import (
+    ApprovalRefused,
+    Assertion,
+    Proof,
+    Subject,
+    b64url,
+    batch_challenge,
+    decision_digest,
+    unb64url,
+)
+from gatekeeper.canonical import canonical_bytes, sha256_hex
 from gatekeeper.enrolment import EnrolmentRefused, registration_options, verify_registration
 from gatekeeper.errors import Conflict
 from gatekeeper.home import Home
@@ -47,14 +57,17 @@ def test_enrol_then_approve_one(home: Home, store: Store, alice: SoftAuthenticat
     )
     assert (method, nonce, index, json.loads(digests)) == ("passkey", challenge.nonce, 0, list(challenge.digests))
     assert Assertion.from_json(assertion).credential_id == alice.credential_b64
-    # The HMAC covers method, nonce and the assertion's digest: strip or swap them and it fails.
-    fields = dict(proposal_id=p.id, verdict="approved", reviewer="alice", reason=None, sha256=p.sha256, path=PATH)
-    fields |= dict(decided_at=decided_at, mode="create", base_sha256=None)
-    message = signing.decision_message(
-        **fields, method="passkey", nonce=nonce, assertion_sha256=sha256_hex(assertion.encode())
-    )
-    assert signing.verify(home.read_key(), message, signature)
-    assert not signing.verify(home.read_key(), signing.decision_message(**fields), signature)
+    # The HMAC covers method, nonce and the assertion's digest (the message written out by hand here,
+    # as the signing code must build it): strip or swap any of them and it fails.
+    message = {
+        "purpose": "gatekeeper.decision.v1",
+        **dict(proposal_id=p.id, verdict="approved", reviewer="alice", reason=None, sha256=p.sha256, path=PATH),
+        **dict(decided_at=decided_at, mode="create", base_sha256=None),
+        **dict(method="passkey", nonce=nonce, assertion_sha256=sha256_hex(assertion.encode())),
+    }
+    assert signing.verify(home.read_key(), canonical_bytes(message), signature)
+    for stripped in ("method", "nonce", "assertion_sha256"):
+        assert not signing.verify(home.read_key(), canonical_bytes({**message, stripped: None}), signature)
     assert rows(home, "SELECT sign_count FROM passkey") == [(1,)]
     assert rows(home, "SELECT used_at IS NOT NULL FROM approval_challenge") == [(1,)]
 
@@ -98,7 +111,9 @@ Attempt = Callable[[Store, Home, SoftAuthenticator, Proposed], Any]
 
 
 def _replayed(store: Store, home: Home, auth: SoftAuthenticator, p: Proposed) -> Any:
-    """The assertion of a batch [p, q] used for q after p spent its nonce."""
+    """The assertion of a batch [q, p] used for p after q spent its nonce. The authenticator keeps its
+    counter at 0 (many platform authenticators do), so only the spent nonce can refuse it."""
+    auth.counting = False
     q = store.propose(draft("notes/q.md", b"q\n"))
     proof = sign(auth, store.issue_challenge("alice", [q.id, p.id]))
     approve(store, home, q, "notes/q.md", proof)  # index 0: q, the nonce is spent
@@ -135,6 +150,27 @@ def _another_reviewers_passkey(store: Store, home: Home, auth: SoftAuthenticator
     add_reviewer(store, "bob")
     bobs = enrol(store, "bob")
     return approve(store, home, p, PATH, sign(bobs, store.issue_challenge("alice", [p.id])))
+
+
+def _challenge_of_another_reviewer(store: Store, home: Home, auth: SoftAuthenticator, p: Proposed) -> Any:
+    add_reviewer(store, "bob")
+    return approve(store, home, p, PATH, sign(auth, store.issue_challenge("bob", [p.id])))
+
+
+def _expired_challenge(store: Store, home: Home, auth: SoftAuthenticator, p: Proposed) -> Any:
+    return approve(store, home, p, PATH, sign(auth, store.issue_challenge("alice", [p.id], ttl=timedelta(0))))
+
+
+def _digests_not_issued(store: Store, home: Home, auth: SoftAuthenticator, p: Proposed) -> Any:
+    """A digest list of one's own making around the issued nonce (p and q, though only p was issued)."""
+    q = store.propose(draft("notes/q.md", b"q\n"))
+    issued = store.issue_challenge("alice", [p.id])
+    ds = [
+        decision_digest(Subject(x.id, "create", path, None, x.sha256), issued.nonce)
+        for x, path in ((p, PATH), (q, "notes/q.md"))
+    ]
+    assertion = Assertion.from_credential(auth.assert_(batch_challenge(ds)))
+    return approve(store, home, p, PATH, Proof(issued.nonce, assertion, 0, tuple(d.hex() for d in ds)))
 
 
 def _removed_passkey(store: Store, home: Home, auth: SoftAuthenticator, p: Proposed) -> Any:
@@ -177,6 +213,9 @@ REFUSALS: dict[str, tuple[Attempt, str]] = {
     "counter": (_counter_not_increasing, "counter did not increase"),
     "another reviewer's passkey": (_another_reviewers_passkey, "passkey of another reviewer"),
     "removed passkey": (_removed_passkey, "was removed at"),
+    "challenge of another reviewer": (_challenge_of_another_reviewer, "issued to another reviewer"),
+    "expired challenge": (_expired_challenge, "challenge expired"),
+    "digests not issued": (_digests_not_issued, "other decisions than its challenge was issued for"),
     "no user verification": (_bent(uv=False), r"did not verify the user \(user verification is required\)"),
     "no user presence": (_bent(up=False), "present"),
     "not a get assertion": (_bent(kind="webauthn.create"), "not a sign-in assertion"),
