@@ -265,3 +265,18 @@ def test_the_page_refuses_an_approval_with_the_cookie_alone(home: Home, store: S
         assert wrong.status_code == 409 and decisions(home) == []
         assert page.approve(p.id, p.sha256, PATH, page.csrf(p.id)).status_code == 303
     assert rows(home, "SELECT verdict, method FROM decision") == [("approved", "password")]
+
+
+def test_step_up_passwords_count_against_the_log_in_throttle(home: Home, store: Store) -> None:
+    """A stolen cookie buys no unlimited guesses: after 5 wrong step-up passwords even the right one
+    waits (429), and nothing is decided."""
+    store.add_reviewer("alice", hashed())
+    p = store.propose(draft())
+    with review_app(home) as site:
+        page = Page(site)
+        assert page.login().status_code == 303
+        for _ in range(5):
+            assert page.approve(p.id, p.sha256, PATH, page.csrf(p.id), password="guess" * 3).status_code == 409
+        throttled = page.approve(p.id, p.sha256, PATH, page.csrf(p.id))
+        assert throttled.status_code == 429 and "Too many wrong passwords" in throttled.text
+    assert decisions(home) == []

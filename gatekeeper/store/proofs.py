@@ -23,6 +23,8 @@ from gatekeeper.approval import (
 from gatekeeper.canonical import now_ts
 from gatekeeper.store.tx import Tx
 
+WRONG_PASSWORD = "the password typed for this approval is not right"
+
 
 @dataclass(frozen=True)
 class PasswordProof:
@@ -143,7 +145,7 @@ def _check_password(tx: Tx, reviewer: str, check: PasswordCheck, rules: Approval
     if has_passkey(tx, reviewer):
         raise ApprovalRefused(f"reviewer {reviewer} has a passkey: approve with it, not with the password")
     if not check.ok:
-        raise ApprovalRefused("the password typed for this approval is not right", "type your password again")
+        raise ApprovalRefused(WRONG_PASSWORD, "type your password again")
     row = tx.first("SELECT password_hash FROM reviewer WHERE name = ?", (reviewer,))
     if row is None or row[0] != check.password_hash:
         raise ApprovalRefused("the password was changed while approving", "log in again and approve")
