@@ -601,7 +601,17 @@ def test_every_command_that_reads_a_policy_shares_one_policy_option() -> None:
         for name, command in commands(cli)
         if any(p.name == "policy_file" for p in command.params)
     }
-    assert sorted(taking) == ["commit", "host-config", "policy check", "proxy", "revert", "up"]
+    assert sorted(taking) == [
+        "audit verify",  # --approvals: origins from the review_url
+        "commit",
+        "host-config",
+        "policy check",
+        "proxy",
+        "revert",
+        "reviewer add",  # the enrolment link's origin
+        "reviewer enrol",
+        "up",
+    ]
     assert len({(tuple(p.opts), p.envvar, getattr(p, "help", None)) for p in taking.values()}) == 1
     sources = "".join(p.read_text() for p in (Path(__file__).parent.parent / "gatekeeper" / "cli").glob("*.py"))
     assert len(re.findall(r'click\.option\(\s*"--policy"', sources)) == 1

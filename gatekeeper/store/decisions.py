@@ -118,9 +118,9 @@ class Decisions(Transactions):
         posted = [
             Posted(s.proposal_id, verdict, reviewer, s.sha256, s.path, why, s.mode, s.base_sha256) for _, s in items
         ]
-        given = self._password_check(reviewer, proof) if isinstance(proof, PasswordProof) else proof
-        if verdict != "approved":
-            given = None
+        given: Proof | PasswordCheck | None = None  # a rejection needs only the session
+        if verdict == "approved":
+            given = self._password_check(reviewer, proof) if isinstance(proof, PasswordProof) else proof
         with self.transaction() as tx:
             refused = first_refusal(tx, posted)
             if refused is None:
