@@ -213,3 +213,12 @@ def test_a_decision_signed_as_in_0006_still_commits_under_any(world: World, appr
         assert kind == "created", detail
     else:
         assert kind == "refused" and "before passkeys" in detail
+
+
+def test_removing_a_passkey_later_keeps_its_earlier_approvals(world: World, alice: SoftAuthenticator) -> None:
+    """Removal stops new approvals with the passkey, not the ones it already signed."""
+    (pid,) = passkey_approved(world, alice, ["notes/before.md"])
+    with world.store() as s:
+        s.remove_passkey("alice", alice.credential_b64)
+    assert run_commit(world).code == 0
+    assert world.outcome(pid)[0] == "created"  # type: ignore[index]
