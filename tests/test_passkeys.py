@@ -280,3 +280,12 @@ def test_step_up_passwords_count_against_the_log_in_throttle(home: Home, store: 
         throttled = page.approve(p.id, p.sha256, PATH, page.csrf(p.id))
         assert throttled.status_code == 429 and "Too many wrong passwords" in throttled.text
     assert decisions(home) == []
+
+
+def test_a_sign_in_counter_only_moves_forward(store: Store, alice: SoftAuthenticator) -> None:
+    assert store.bump_sign_count(alice.credential_b64, 3)
+    assert not store.bump_sign_count(alice.credential_b64, 3)  # not greater: a replay or a clone
+    assert not store.bump_sign_count(alice.credential_b64, 2)
+    assert [p.sign_count for p in store.passkeys("alice")] == [3]
+    store.remove_passkey("alice", alice.credential_b64)
+    assert not store.bump_sign_count(alice.credential_b64, 4)

@@ -125,6 +125,18 @@ class Passkeys(Transactions):
             payload = {"reviewer": reviewer, "credential_id": credential_id, "label": found.label}
             return tx.append_event(ev.PASSKEY_REMOVED, actor, payload)
 
+    def bump_sign_count(self, credential_id: str, sign_count: int) -> bool:
+        """After a verified sign-in assertion: move the counter forward. False when it did not grow
+        (a replay, or a cloned authenticator): the caller refuses the sign-in then."""
+        with self.transaction() as tx:
+            row = tx.first(
+                "SELECT sign_count FROM passkey WHERE credential_id = ? AND removed_at IS NULL", (credential_id,)
+            )
+            if row is None or ((sign_count or row[0]) and sign_count <= row[0]):
+                return False
+            tx.run("UPDATE passkey SET sign_count = ? WHERE credential_id = ?", (sign_count, credential_id))
+        return True
+
     # -- approval challenges -------------------------------------------------------------------
 
     def issue_challenge(self, reviewer: str, proposal_ids: Sequence[str], ttl: timedelta = CHALLENGE_TTL) -> Challenge:
