@@ -21,7 +21,7 @@ from gatekeeper.cli import cli
 from gatekeeper.home import Home
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer, draft, line_queue, next_line, record_commit
+from tests.helpers import PROOF, add_reviewer, draft, line_queue, next_line, record_commit
 
 
 def run(*args: str, code: int = 0, home: Home | Path | None = None) -> str:
@@ -62,6 +62,7 @@ def filled(home: Home) -> dict[str, str]:
                 sha256=p.sha256,
                 path=f"notes/{name}.md",
                 key=key,
+                proof=PROOF,
             )
             if name in ("committed", "conflict"):
                 outcome = "created" if name == "committed" else "conflict"
@@ -357,7 +358,9 @@ def test_verify_files_reports_missing_and_changed(home: Home, tmp_path: Path) ->
         add_reviewer(s)
         for name in ("kept", "changed", "missing"):
             p = s.propose(draft(f"{name}.md", f"{name}\n".encode()))
-            s.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path=f"{name}.md", key=key)
+            s.decide(
+                p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path=f"{name}.md", key=key, proof=PROOF
+            )
             (ws / f"{name}.md").write_text(f"{name}\n")
             record_commit(s, p.id, "created", observed_sha256=p.sha256, final_path=str(ws / f"{name}.md"))
     assert "0 problem(s)" in run("audit", "verify", "--files")
@@ -598,7 +601,17 @@ def test_every_command_that_reads_a_policy_shares_one_policy_option() -> None:
         for name, command in commands(cli)
         if any(p.name == "policy_file" for p in command.params)
     }
-    assert sorted(taking) == ["commit", "host-config", "policy check", "proxy", "revert", "up"]
+    assert sorted(taking) == [
+        "audit verify",  # --approvals: origins from the review_url
+        "commit",
+        "host-config",
+        "policy check",
+        "proxy",
+        "revert",
+        "reviewer add",  # the enrolment link's origin
+        "reviewer enrol",
+        "up",
+    ]
     assert len({(tuple(p.opts), p.envvar, getattr(p, "help", None)) for p in taking.values()}) == 1
     sources = "".join(p.read_text() for p in (Path(__file__).parent.parent / "gatekeeper" / "cli").glob("*.py"))
     assert len(re.findall(r'click\.option\(\s*"--policy"', sources)) == 1

@@ -16,11 +16,12 @@ import httpx
 import pytest
 
 from gatekeeper.home import Home
+from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import Store
 from gatekeeper.up import port_mismatch, review_port
 from tests.helpers import draft
 from tests.proxy_support import write_policy
-from tests.review_support import free_port, start_up
+from tests.review_support import PASSWORD, free_port, start_up
 
 
 class Lines:
@@ -57,7 +58,7 @@ def children_of(pid: int) -> list[int]:
 def test_up_runs_both_children_reports_events_restarts_and_stops(tmp_path: Path) -> None:
     policy = write_policy(tmp_path)
     home_dir, port = tmp_path / "home", free_port()
-    proc = start_up(home_dir, port, policy, "a long enough password")
+    proc = start_up(home_dir, port, policy, PASSWORD)
     lines = Lines(proc)
     try:
         lines.wait_for("Added reviewer alice")
@@ -78,6 +79,7 @@ def test_up_runs_both_children_reports_events_restarts_and_stops(tmp_path: Path)
                 sha256=p.sha256,
                 path="notes/from-up.md",
                 key=home.read_key(),
+                proof=PasswordProof(PASSWORD),  # the password `up` was given, typed again
             )
         lines.wait_for(f"approved  {p.id}")
         committed = lines.wait_for(f"{p.id}", timeout=30)

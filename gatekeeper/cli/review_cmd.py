@@ -8,8 +8,9 @@ import sys
 
 import click
 
-from gatekeeper.cli.context import Ctx, pass_ctx
+from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json, table
+from gatekeeper.cli.passkey_cmd import enrol, passkey_remove, passkeys, print_enrolment_link
 from gatekeeper.errors import InvalidInput
 from gatekeeper.names import REVIEWER
 
@@ -102,7 +103,7 @@ def login_link(ctx: Ctx, name: str, port: int) -> None:
 
 @click.group()
 def reviewer() -> None:
-    """Manage the people who may approve: add, list, disable, passwd."""
+    """Manage the people who may approve: add, list, disable, passwd, and their passkeys."""
 
 
 def read_password(password_stdin: bool) -> str:
@@ -126,9 +127,11 @@ def check_reviewer_name(name: str) -> str:
 @reviewer.command("add")
 @click.argument("name")
 @click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
+@POLICY
 @pass_ctx
-def reviewer_add(ctx: Ctx, name: str, password_stdin: bool) -> None:
-    """Add a reviewer (argon2id password hash; the password is never stored or logged)."""
+def reviewer_add(ctx: Ctx, name: str, password_stdin: bool, policy_file: str | None) -> None:
+    """Add a reviewer (argon2id password hash; the password is never stored or logged) and print a
+    one-time link where they enrol a passkey."""
     from gatekeeper.review.auth import hash_password
     from gatekeeper.store.store import Store
 
@@ -138,6 +141,7 @@ def reviewer_add(ctx: Ctx, name: str, password_stdin: bool) -> None:
     with Store(home.db_path) as store:
         store.add_reviewer(name, hashed, actor=ctx.actor)
     click.echo(f"Added reviewer {name}.")
+    print_enrolment_link(ctx, name, policy_file)
 
 
 @reviewer.command("list")
@@ -187,3 +191,7 @@ def reviewer_passwd(ctx: Ctx, name: str, password_stdin: bool) -> None:
         event = store.set_reviewer_password(name, hashed, actor=ctx.actor)
     ended = json.loads(event.payload)["sessions_ended"]
     click.echo(f"Changed the password of {name}; ended {ended} open session{'' if ended == 1 else 's'}.")
+
+
+for _command in (enrol, passkeys, passkey_remove):
+    reviewer.add_command(_command)
