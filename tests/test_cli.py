@@ -451,7 +451,7 @@ def test_policy_check_prints_the_effective_rules(home: Home, tmp_path: Path) -> 
     out = run("policy", "check", "--policy", str(policy))
     assert "create_note" in out and "propose" in out and "Tools not named above are denied." in out
     listen = f"(`gatekeeper up --policy {policy}` listens on port 8765 for it)"
-    assert f"Review page for agents: http://127.0.0.1:8765 {listen}" in out
+    assert f"Review page for agents: http://localhost:8765 {listen}" in out
     rows = jsonl(run("policy", "check", "--policy", str(policy), "--json"))
     assert {r["tool"]: r["action"] for r in rows} == {
         "read_note": "allow",
@@ -573,7 +573,7 @@ def test_policy_check_of_a_missing_command_as_a_process(tmp_path: Path) -> None:
 
 def test_policy_check_names_the_port_up_must_use(home: Home, tmp_path: Path) -> None:
     policy = bad_command_policy(tmp_path, "python")
-    policy.write_text(policy.read_text().replace("http://127.0.0.1:8765", "http://localhost:9123/review"))
+    policy.write_text(policy.read_text().replace("http://localhost:8765", "http://localhost:9123/review"))
     out = run("policy", "check", "--policy", str(policy))
     listen = f"(`gatekeeper up --policy {policy}` listens on port 9123 for it)"
     assert f"Review page for agents: http://localhost:9123/review {listen}" in out
@@ -608,6 +608,7 @@ def test_every_command_that_reads_a_policy_shares_one_policy_option() -> None:
         "policy check",
         "proxy",
         "revert",
+        "review",  # approve_with
         "reviewer add",  # the enrolment link's origin
         "reviewer enrol",
         "up",

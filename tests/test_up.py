@@ -62,10 +62,17 @@ def test_up_runs_both_children_reports_events_restarts_and_stops(tmp_path: Path)
     lines = Lines(proc)
     try:
         lines.wait_for("Added reviewer alice")
-        assert lines.wait_for("Review page: ").endswith(f"http://127.0.0.1:{port}/")
+        assert lines.wait_for("Review page: ").endswith(f"http://localhost:{port}/")
+        assert "approve_with: any" in lines.wait_for("Approvals need")
         link = re.search(r"(http://\S+/login/link\?token=\S+)", lines.wait_for("one-time link")).group(1)  # type: ignore[union-attr]
+        assert link.startswith(f"http://localhost:{port}/")  # passkeys need the name localhost
         with httpx.Client(follow_redirects=False) as client:
             assert client.get(link).status_code == 303  # the printed link logs in
+            # the reviewer up created gets a passkey enrolment link too; it opens the enrol page
+            lines.wait_for("Passkey enrolment link for alice")
+            enrol = lines.wait_for("/enrol/")
+            assert enrol.startswith(f"http://localhost:{port}/enrol/"), enrol
+            assert 'id="enrol"' in client.get(enrol.strip()).text
 
         home = Home(home_dir)
         with Store(home.db_path) as store:
@@ -128,7 +135,7 @@ def test_up_warns_when_review_url_names_another_port(tmp_path: Path) -> None:
         warning = lines.wait_for("Warning: .*review_url")
         assert f"review_url http://127.0.0.1:{wanted} (port {wanted})" in warning
         assert f"listens on port {port}" in warning
-        assert f"`gatekeeper up --port {wanted}`" in warning and f"http://127.0.0.1:{port}" in warning
+        assert f"`gatekeeper up --port {wanted}`" in warning and f"http://localhost:{port}" in warning
         lines.wait_for("one-time link")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
@@ -155,7 +162,7 @@ def test_port_mismatch_only_for_a_local_url_on_another_port() -> None:
     assert port_mismatch("http://127.0.0.1:8765", 8765, "policy.yaml") is None
     assert port_mismatch("https://review.example.org", 8765, "policy.yaml") is None
     said = port_mismatch("http://127.0.0.1:8765", 9000, "policy.yaml")
-    assert said is not None and "--port 8765" in said and "http://127.0.0.1:9000" in said
+    assert said is not None and "--port 8765" in said and "http://localhost:9000" in said
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

@@ -29,8 +29,9 @@ def review_origin(ctx: Ctx, policy_file: str | None) -> str:
     return f"{parts.scheme}://localhost" + (f":{parts.port}" if parts.port else "")
 
 
-def print_enrolment_link(ctx: Ctx, name: str, policy_file: str | None) -> None:
-    """Issue a one-time enrolment token for ``name`` (an event) and print its link."""
+def print_enrolment_link(ctx: Ctx, name: str, policy_file: str | None, origin: str | None = None) -> None:
+    """Issue a one-time enrolment token for ``name`` (an event) and print its link (at ``origin``:
+    `gatekeeper up` knows the port it listens on; else the policy's review_url says)."""
     from gatekeeper.store.passkeys import ENROLMENT_TTL
     from gatekeeper.store.store import Store
 
@@ -38,7 +39,7 @@ def print_enrolment_link(ctx: Ctx, name: str, policy_file: str | None) -> None:
         token = store.issue_enrolment(name, actor=ctx.actor)
     hours = int(ENROLMENT_TTL.total_seconds() // 3600)
     click.echo(f"Passkey enrolment link for {name} (works once, for {hours} hours; open it on this machine):")
-    click.echo(f"{review_origin(ctx, policy_file)}/enrol/{token}")
+    click.echo(f"{origin or review_origin(ctx, policy_file)}/enrol/{token}")
 
 
 @click.command("enrol")

@@ -25,7 +25,7 @@ from typing import Any
 
 POLICY = """\
 version: 1
-review_url: http://127.0.0.1:{port}
+review_url: http://localhost:{port}
 servers:
   notes:
     command: {python}
@@ -113,7 +113,7 @@ def start_up(home: Path, port: int, policy: Path, password: str) -> tuple[subpro
     committed = threading.Event()
     for line in up.stdout:
         print(f"  up | {line.rstrip()}", flush=True)
-        if match := re.search(r"(http://127\.0\.0\.1:\d+/login/link\?token=\S+)", line):
+        if match := re.search(r"(http://localhost:\d+/login/link\?token=\S+)", line):
             login_link = match.group(1)
         if "Ctrl-C stops" in line:
             break

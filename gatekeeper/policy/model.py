@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 RESERVED_TOOL = "gatekeeper_proposal_status"
-DEFAULT_REVIEW_URL = "http://127.0.0.1:8765"
+DEFAULT_REVIEW_URL = "http://localhost:8765"  # localhost, not 127.0.0.1: passkeys refuse an IP address
 _CONFIG = ConfigDict(extra="forbid", frozen=True)
 
 

@@ -22,7 +22,7 @@ from gatekeeper.resources import templates_dir
 from gatekeeper.review import errors
 from gatekeeper.review.bodylimit import BodyLimit
 from gatekeeper.review.guards import Guard
-from gatekeeper.review.routes import api, decisions, login, pages
+from gatekeeper.review.routes import api, decisions, enrol, login, pages, signed
 from gatekeeper.review.state import ReviewState
 from gatekeeper.store.proofs import ApprovalRules
 
@@ -59,7 +59,7 @@ def create_app(config: Config) -> Guard:
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.review = state
     app.mount("/static", StaticFiles(directory=str(templates_dir() / "static")), name="static")
-    for module in (login, pages, decisions, api):
+    for module in (login, enrol, pages, decisions, signed, api):
         app.include_router(module.router)
     errors.install(app)
     limited = BodyLimit(app, on_refuse=state.refuse)
