@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from gatekeeper.approval import RelyingParty, unb64url
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
-from tests.helpers import draft
+from tests.commit_support import make_world
+from tests.helpers import TEST_PASSWORD, draft
+from tests.passkey_browser_support import served
 from tests.review_support import IN_PROCESS_PORT, InProcess, Page, hashed, review_app
 from tests.webauthn_authenticator import SoftAuthenticator
 
@@ -144,3 +147,18 @@ def test_no_passkey_means_the_password_and_a_passkey_log_in_works_once(
     again.client.cookies.set("gk_login", login_cookie)  # everything the first log-in sent, sent again
     replayed = again.client.post("/api/login/passkey", data=form)
     assert replayed.status_code == 403 and "already used" in replayed.json()["error"]
+
+
+def test_gatekeeper_review_reads_approve_with_from_the_policy(tmp_path: Path) -> None:
+    """`gatekeeper review --policy` with approve_with: passkey: the page says so and refuses the password."""
+    world = make_world(tmp_path / "w")
+    with served(world, approve_with="passkey") as site:
+        page = Page(site.base)
+        assert page.login(password=TEST_PASSWORD).status_code == 303
+        pid = world.propose("notes/p.md", b"p\n", verdict=None)
+        html = page.client.get(f"/proposals/{pid}").text
+        assert 'id="passkey-only"' in html and 'id="approve-password"' not in html
+        ((sha,),) = world.db_rows("SELECT sha256 FROM proposal WHERE id = ?", pid)
+        refused = page.approve(pid, sha, "notes/p.md", csrf=page.csrf(pid), password=TEST_PASSWORD)
+        assert refused.status_code == 409 and "passkey only" in refused.text
+    assert world.db_rows("SELECT count(*) FROM decision") == [(0,)]

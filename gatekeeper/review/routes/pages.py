@@ -76,6 +76,7 @@ def proposal_view(request: Request, state: State, session: ReviewerSession, prop
         arguments=render.render(arguments),
         events=[{**e, "payload": json.loads(e["payload"])} for e in found["events"]],
         passkey=where.has_passkey(state, session.reviewer),
+        passkey_only=state.rules.approve_with == "passkey",
     )
 
 
