@@ -20,6 +20,7 @@ import time
 import traceback
 from pathlib import Path
 
+import approve_bench  # A1
 import audit_bench  # figures 3 and 4
 import change_bench  # E1
 import commit_bench  # figures 5 and 6
@@ -45,6 +46,8 @@ def run_all(work: Path, s: Settings, report: Report) -> None:
     for figure in fastpath_bench.run(s.quick, work):
         report.add(figure)
     for figure in http_bench.run(s.quick, work):
+        report.add(figure)
+    for figure in approve_bench.run(s.quick, work):
         report.add(figure)
 
 

@@ -11,6 +11,11 @@ they still verify, and a recorded path cannot be dropped or changed after the fa
 The same holds for the mode and base digest of a change (migration 0006): a decision made since
 always records its mode, and then the message carries ``mode`` and ``base_sha256`` (None for a
 create); decisions from before have neither.
+
+And for the reviewer's proof (migration 0007): a decision made since carries ``method``
+('passkey' or 'password'; a rejection None, as before), and a passkey approval its challenge
+``nonce`` and ``assertion_sha256`` (sha256 of the stored assertion JSON). Present only when set, so
+older decisions still verify; once set, nobody without the key can strip or swap them.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ def decision_message(
     workspace_real: str | None = None,
     mode: str | None = None,
     base_sha256: str | None = None,
+    method: str | None = None,
+    nonce: str | None = None,
+    assertion_sha256: str | None = None,
 ) -> bytes:
     message: dict[str, str | None] = {
         "purpose": DECISION_PURPOSE,
@@ -53,6 +61,13 @@ def decision_message(
         message["base_sha256"] = base_sha256
     elif base_sha256 is not None:
         raise ValueError("a base digest is signed only with its mode")
+    if method is not None:
+        message["method"] = method
+    if nonce is not None or assertion_sha256 is not None:
+        if method != "passkey" or nonce is None or assertion_sha256 is None:
+            raise ValueError("a nonce and an assertion digest are signed together, with method 'passkey'")
+        message["nonce"] = nonce
+        message["assertion_sha256"] = assertion_sha256
     return canonical_bytes(message)
 
 

@@ -172,5 +172,5 @@ def port_mismatch(review_url: str, port: int, policy_display: str) -> str | None
     return (
         f"{policy_display} sends agents to review_url {review_url} (port {wanted}), but the review page "
         f"listens on port {port}: every link agents are given would be dead. Run `gatekeeper up --port {wanted}`, "
-        f"or change review_url in {policy_display} to http://127.0.0.1:{port}"
+        f"or change review_url in {policy_display} to http://localhost:{port}"
     )

@@ -15,7 +15,7 @@ from gatekeeper.canonical import sha256_hex
 from gatekeeper.home import Home
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer, draft, record_commit
+from tests.helpers import PROOF, add_reviewer, draft, record_commit
 
 POLICY = """version: 1
 review_url: http://127.0.0.1:9876
@@ -60,6 +60,7 @@ class Place:
                 key=self.home.read_key(),
                 mode=mode,
                 base_sha256=None if base is None else sha256_hex(base),
+                proof=PROOF,
             )
             outcome = {"create": "created", "delete": "deleted"}.get(mode, "applied")
             if on_disk:

@@ -34,7 +34,7 @@ from gatekeeper.audit.verify import verify_chain
 from gatekeeper.home import Home
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer, draft, make_home
+from tests.helpers import PROOF, add_reviewer, draft, make_home
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -148,7 +148,7 @@ class World:
             reason = "no, thanks" if verdict == "rejected" else None
             s.decide(
                 pid, verdict=verdict, reviewer="alice", sha256=sha, path=path, key=self.key, reason=reason,
-                mode=mode, base_sha256=base_sha,
+                mode=mode, base_sha256=base_sha, proof=PROOF,
             )  # fmt: skip
         finally:
             if own:

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 import anyio
+from argon2 import PasswordHasher
 
 from gatekeeper.canonical import format_ts, utc_now
 from gatekeeper.home import Home
 from gatekeeper.store import migrate
+from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import ProposalDraft, Store
 
 T = TypeVar("T")
@@ -134,8 +136,15 @@ def draft(
     )
 
 
+# Every approval carries proof (issue 14): tests that decide through the store approve with the
+# password typed again. A real argon2id hash, made cheap to check (the parameters are in the hash).
+TEST_PASSWORD = "alice's test passphrase"
+TEST_HASH = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1).hash(TEST_PASSWORD)
+PROOF = PasswordProof(TEST_PASSWORD)
+
+
 def add_reviewer(store: Store, name: str = "alice") -> None:
-    store.add_reviewer(name, "$argon2id$placeholder-not-a-real-hash")
+    store.add_reviewer(name, TEST_HASH)
 
 
 def record_commit(store: Store, proposal_id: str, outcome: str, **fields: str | None) -> None:

@@ -133,8 +133,11 @@ class Page:
         assert match is not None, html[:500]
         return match.group(1)
 
-    def approve(self, proposal_id: str, sha256: str, path: str, csrf: str | None = None, **kw: Any) -> httpx.Response:
-        data = {"sha256": sha256, "path": path}
+    def approve(
+        self, proposal_id: str, sha256: str, path: str, csrf: str | None = None, password: str = PASSWORD, **kw: Any
+    ) -> httpx.Response:
+        """The approve form as the page posts it, with the password typed again (step-up; "" leaves it out)."""
+        data = {"sha256": sha256, "path": path, "password": password}
         if csrf is not None:
             data["csrf_token"] = csrf
         return self.client.post(f"/proposals/{proposal_id}/approve", data=data, **kw)

@@ -8,7 +8,8 @@ import pytest
 
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer, draft, record_commit
+from tests.helpers import PROOF, add_reviewer, draft, record_commit
+from tests.passkey_support import enrol
 
 STATEMENTS = {
     "proposal": ("UPDATE proposal SET content = x'00'", "DELETE FROM proposal"),
@@ -22,7 +23,9 @@ STATEMENTS = {
 def populated(home: Home, store: Store) -> Home:
     add_reviewer(store)
     p = store.propose(draft())
-    store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key())
+    store.decide(
+        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key(), proof=PROOF
+    )
     record_commit(store, p.id, "conflict", detail="test")
     return home
 
@@ -50,3 +53,37 @@ def test_reviewers_are_never_deleted_and_a_disable_is_final(populated: Home, sto
     store.disable_reviewer("alice")
     with pytest.raises(sqlite3.IntegrityError, match="final"):
         conn.execute("UPDATE reviewer SET disabled_at = NULL")
+
+
+def test_passkey_rows_only_move_forward(populated: Home, store: Store) -> None:
+    """passkey: only sign_count grows and removed_at is set once; enrolment links and approval
+    challenges: only used_at is set, once; none of them is ever deleted (migration 0007)."""
+    auth = enrol(store)
+    p = store.propose(draft("notes/b.md", b"b\n"))
+    store.issue_challenge("alice", [p.id])
+    conn = sqlite3.connect(populated.db_path)
+    refused = [
+        "DELETE FROM passkey",
+        "DELETE FROM passkey_enrolment",
+        "DELETE FROM approval_challenge",
+        "UPDATE passkey SET public_key = x'00'",
+        "UPDATE passkey SET reviewer = 'bob'",
+        "UPDATE passkey SET sign_count = -1",
+        "UPDATE passkey_enrolment SET expires_at = '9999'",
+        "UPDATE approval_challenge SET digests = '[]'",
+        "UPDATE approval_challenge SET reviewer = 'bob'",
+    ]
+    for sql in refused:
+        with pytest.raises(sqlite3.IntegrityError, match=r"refused|only"):
+            conn.execute(sql)
+    conn.execute("UPDATE passkey SET sign_count = sign_count + 1")  # forward: allowed
+    conn.execute("UPDATE approval_challenge SET used_at = 't1'")
+    conn.commit()
+    for sql in ("UPDATE approval_challenge SET used_at = NULL", "UPDATE passkey_enrolment SET used_at = 't2'"):
+        with pytest.raises(sqlite3.IntegrityError, match="only used_at"):
+            conn.execute(sql)
+    conn.rollback()  # release the write lock the refused statements' transaction holds
+    store.remove_passkey("alice", auth.credential_b64)
+    with pytest.raises(sqlite3.IntegrityError, match="removed_at"):
+        conn.execute("UPDATE passkey SET removed_at = NULL")
+    conn.close()

@@ -34,6 +34,7 @@ def test_bench_quick_runs_and_reports_every_figure(tmp_path: Path) -> None:
         "F2. notes cold gatekeeper tools/list",
         "F3. notes gatekeeper RSS after calls",
         "H1. vault sdk direct p50",
+        "A1. approve with passkey p50",
     ):
         assert figure in result.stdout
     locked = re.search(r'"database is locked" errors\s+(\d+)', result.stdout)
@@ -74,5 +75,6 @@ def test_bench_modules_import_the_harness_not_each_other() -> None:
         "review_bench",
         "fastpath_bench",
         "http_bench",
+        "approve_bench",
     }
     assert graph["run"] >= benches

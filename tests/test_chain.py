@@ -18,7 +18,7 @@ from gatekeeper.review.integrity import ChainWatch, Integrity
 from gatekeeper.store.chain import GENESIS, event_hash, event_message, verify_rows
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer, draft, make_home
+from tests.helpers import PROOF, add_reviewer, draft, make_home
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(),
@@ -60,6 +60,7 @@ def _populate(home: Home, n: int = 6) -> None:
                     sha256=p.sha256,
                     path=f"notes/{i}.md",
                     key=home.read_key(),
+                    proof=PROOF,
                 )
 
 

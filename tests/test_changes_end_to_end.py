@@ -35,7 +35,7 @@ from tests.obsidian_support import make_vault, obsidian_launch
 from tests.peers.external import filesystem_server
 from tests.proxy_support import proxied
 from tests.requirements import require_chromium
-from tests.review_support import CHROMIUM, CHROMIUM_ARGS, hashed, review_server
+from tests.review_support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, hashed, review_server
 from tests.test_review_browser import log_in
 
 pytestmark = pytest.mark.slow
@@ -187,6 +187,7 @@ def approve(page: Any, world: World, pid: str) -> None:
     """Click approve and wait for the page it posts back to (polling the status, no sleeps)."""
     from playwright.sync_api import expect
 
+    page.fill("#approve-password", PASSWORD)
     with page.expect_navigation():
         page.click("#approve")
     assert page.url == f"{world.base_url}/proposals/{pid}"

@@ -21,7 +21,7 @@ from gatekeeper.cli import cli
 from gatekeeper.home import Home
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer, draft, line_queue, next_line, record_commit
+from tests.helpers import PROOF, add_reviewer, draft, line_queue, next_line, record_commit
 
 
 def run(*args: str, code: int = 0, home: Home | Path | None = None) -> str:
@@ -62,6 +62,7 @@ def filled(home: Home) -> dict[str, str]:
                 sha256=p.sha256,
                 path=f"notes/{name}.md",
                 key=key,
+                proof=PROOF,
             )
             if name in ("committed", "conflict"):
                 outcome = "created" if name == "committed" else "conflict"
@@ -357,7 +358,9 @@ def test_verify_files_reports_missing_and_changed(home: Home, tmp_path: Path) ->
         add_reviewer(s)
         for name in ("kept", "changed", "missing"):
             p = s.propose(draft(f"{name}.md", f"{name}\n".encode()))
-            s.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path=f"{name}.md", key=key)
+            s.decide(
+                p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path=f"{name}.md", key=key, proof=PROOF
+            )
             (ws / f"{name}.md").write_text(f"{name}\n")
             record_commit(s, p.id, "created", observed_sha256=p.sha256, final_path=str(ws / f"{name}.md"))
     assert "0 problem(s)" in run("audit", "verify", "--files")
@@ -448,7 +451,7 @@ def test_policy_check_prints_the_effective_rules(home: Home, tmp_path: Path) -> 
     out = run("policy", "check", "--policy", str(policy))
     assert "create_note" in out and "propose" in out and "Tools not named above are denied." in out
     listen = f"(`gatekeeper up --policy {policy}` listens on port 8765 for it)"
-    assert f"Review page for agents: http://127.0.0.1:8765 {listen}" in out
+    assert f"Review page for agents: http://localhost:8765 {listen}" in out
     rows = jsonl(run("policy", "check", "--policy", str(policy), "--json"))
     assert {r["tool"]: r["action"] for r in rows} == {
         "read_note": "allow",
@@ -570,7 +573,7 @@ def test_policy_check_of_a_missing_command_as_a_process(tmp_path: Path) -> None:
 
 def test_policy_check_names_the_port_up_must_use(home: Home, tmp_path: Path) -> None:
     policy = bad_command_policy(tmp_path, "python")
-    policy.write_text(policy.read_text().replace("http://127.0.0.1:8765", "http://localhost:9123/review"))
+    policy.write_text(policy.read_text().replace("http://localhost:8765", "http://localhost:9123/review"))
     out = run("policy", "check", "--policy", str(policy))
     listen = f"(`gatekeeper up --policy {policy}` listens on port 9123 for it)"
     assert f"Review page for agents: http://localhost:9123/review {listen}" in out
@@ -598,7 +601,18 @@ def test_every_command_that_reads_a_policy_shares_one_policy_option() -> None:
         for name, command in commands(cli)
         if any(p.name == "policy_file" for p in command.params)
     }
-    assert sorted(taking) == ["commit", "host-config", "policy check", "proxy", "revert", "up"]
+    assert sorted(taking) == [
+        "audit verify",  # --approvals: origins from the review_url
+        "commit",
+        "host-config",
+        "policy check",
+        "proxy",
+        "revert",
+        "review",  # approve_with
+        "reviewer add",  # the enrolment link's origin
+        "reviewer enrol",
+        "up",
+    ]
     assert len({(tuple(p.opts), p.envvar, getattr(p, "help", None)) for p in taking.values()}) == 1
     sources = "".join(p.read_text() for p in (Path(__file__).parent.parent / "gatekeeper" / "cli").glob("*.py"))
     assert len(re.findall(r'click\.option\(\s*"--policy"', sources)) == 1

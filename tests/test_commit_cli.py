@@ -18,6 +18,7 @@ import pytest
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
 from tests.commit_support import PY, REPO, Committer, World, commit_env, make_world, run_commit, wait_for
+from tests.helpers import PROOF, TEST_HASH
 from tests.proxy_support import proxied, write_policy
 
 
@@ -192,7 +193,7 @@ async def test_outcome_reaches_the_host_through_proposal_status(tmp_path: Path, 
             assert not result.is_error, result.content
             made[title] = result.structured_content
         with Store(home.db_path) as s:
-            s.add_reviewer("alice", "$argon2id$placeholder")
+            s.add_reviewer("alice", TEST_HASH)
             for summary in made.values():
                 s.decide(
                     summary["proposal_id"],
@@ -201,6 +202,7 @@ async def test_outcome_reaches_the_host_through_proposal_status(tmp_path: Path, 
                     sha256=summary["sha256"],
                     path=summary["destination"],
                     key=home.read_key(),
+                    proof=PROOF,
                 )
         (workspace / "notes" / "clash.md").write_text("someone was faster\n")
         run = run_commit(world, "--once")

@@ -19,14 +19,21 @@ from gatekeeper.errors import Conflict, InvalidInput
 from gatekeeper.home import Home
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer, draft
+from tests.helpers import PROOF, add_reviewer, draft
 
 
 def approved(store: Store, home: Home, path: str, verdict: str = "approved") -> str:
     p = store.propose(draft(path, path.encode()))
     reason = "no" if verdict == "rejected" else None
     store.decide(
-        p.id, verdict=verdict, reviewer="alice", sha256=p.sha256, path=path, key=home.read_key(), reason=reason
+        p.id,
+        verdict=verdict,
+        reviewer="alice",
+        sha256=p.sha256,
+        path=path,
+        key=home.read_key(),
+        reason=reason,
+        proof=PROOF,
     )
     return p.id
 

@@ -102,7 +102,7 @@ def test_up_on_a_new_home_makes_everything_private(tmp_path: Path) -> None:
     lines = Lines(proc)
     try:
         # no --port: the review page listens where the policy's review_url sends agents
-        assert lines.wait_for("Review page: ").endswith(f"http://127.0.0.1:{port}/")
+        assert lines.wait_for("Review page: ").endswith(f"http://localhost:{port}/")
         lines.wait_for("one-time link")
         wait_for(lambda: (home / "commit.lock").exists(), "the committer's lock")
         present = {p.name for p in home.iterdir()} | {p.name for p in (home / "logs").iterdir()}

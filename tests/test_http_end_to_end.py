@@ -31,7 +31,7 @@ from tests.helpers import make_home
 from tests.http_servers import proxied
 from tests.http_support import HttpPeer, vault_server
 from tests.requirements import require_chromium
-from tests.review_support import CHROMIUM, CHROMIUM_ARGS, hashed, review_server
+from tests.review_support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, hashed, review_server
 from tests.test_review_browser import log_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -149,6 +149,8 @@ def decide(page: Any, world: World, pid: str, button: str, expected: str) -> Non
 
     if button == "#reject":
         page.fill("#reason", "not this note")
+    else:
+        page.fill("#approve-password", PASSWORD)  # step-up: a session cookie alone never approves
     with page.expect_navigation():
         page.click(button)
     assert page.url == f"{world.base_url}/proposals/{pid}"

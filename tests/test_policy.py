@@ -67,7 +67,7 @@ def test_example_policy_loads_and_describes_itself():
     assert policy.source == EXAMPLE
     assert policy.base_dir == REPO
     assert policy.version == 1
-    assert policy.review_url == "http://127.0.0.1:8765"
+    assert policy.review_url == "http://localhost:8765"
     notes = policy.servers["notes"]
     assert notes.command == "python"
     assert notes.args == ("-m", "gatekeeper.demo.notes_server", "./workspace")
@@ -326,7 +326,7 @@ BROKEN = {
     "bad review_url": (
         BASE.replace("servers:", "review_url: 127.0.0.1:8765\nservers:", 1),
         "policy.yaml:2: review_url: expected an http:// or https:// base URL such as"
-        " 'http://127.0.0.1:8765', got '127.0.0.1:8765'",
+        " 'http://localhost:8765', got '127.0.0.1:8765'",
     ),
 }
 

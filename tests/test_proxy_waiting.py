@@ -17,7 +17,7 @@ from mcp import types
 from gatekeeper.home import Home
 from gatekeeper.proxy.status import wait_for_outcome
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer, await_until, draft, record_commit
+from tests.helpers import PROOF, add_reviewer, await_until, draft, record_commit
 from tests.proxy_support import events, proxied, rows, write_policy
 
 pytestmark = pytest.mark.anyio
@@ -42,7 +42,16 @@ def decide(home: Home, pid: str, verdict: str, reason: str | None = None) -> Non
         if store.reviewer("alice") is None:
             add_reviewer(store)
         ((sha, path, ws),) = rows(home.db_path, "SELECT sha256, path, workspace FROM proposal WHERE id = ?", pid)
-        store.decide(pid, verdict=verdict, reviewer="alice", reason=reason, sha256=sha, path=path, key=home.read_key())
+        store.decide(
+            pid,
+            verdict=verdict,
+            reviewer="alice",
+            reason=reason,
+            sha256=sha,
+            path=path,
+            key=home.read_key(),
+            proof=PROOF,
+        )
         if verdict == "approved":  # stand-in for the committer
             record_commit(store, pid, "created", observed_sha256=sha, final_path=f"{ws}/{path}")
 

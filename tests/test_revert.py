@@ -24,7 +24,7 @@ from gatekeeper.store import events as ev
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 from tests.change_support import Place, place
-from tests.helpers import draft, record_commit
+from tests.helpers import PROOF, draft, record_commit
 
 __all__ = ["place"]  # the fixture
 
@@ -119,7 +119,9 @@ def test_only_a_committed_proposal_can_be_reverted(place: Place, state: str) -> 
             verdict = "approved" if state == "conflict" else "rejected"
             reason = "no" if verdict == "rejected" else None
             key = place.home.read_key()
-            s.decide(p.id, verdict=verdict, reviewer="alice", sha256=p.sha256, path=x, key=key, reason=reason)
+            s.decide(
+                p.id, verdict=verdict, reviewer="alice", sha256=p.sha256, path=x, key=key, reason=reason, proof=PROOF
+            )
         if state == "conflict":
             record_commit(s, p.id, "conflict", detail="something already exists")
     result = revert(place, p.id, code=1)
@@ -192,6 +194,7 @@ def test_a_revert_can_itself_be_reverted(place: Place) -> None:
             key=place.home.read_key(),
             mode="replace",
             base_sha256=undo["base_sha256"],
+            proof=PROOF,
         )
         (place.workspace / "notes" / "a.md").write_bytes(b"v1\n")
         record_commit(s, undo["proposal_id"], "applied", observed_sha256=undo["sha256"])

@@ -95,6 +95,7 @@ def test_review_in_a_real_browser(home: Home, browser: object, shots: Path) -> N
         assert_tricky_marked(page, a.sha256)
         page.screenshot(path=str(shots / "proposal.png"), full_page=True)
 
+        page.fill("#approve-password", PASSWORD)
         page.click("#approve")
         page.wait_for_url(f"{base}/proposals/{a.id}")
         assert page.inner_text("#status") == "approved"

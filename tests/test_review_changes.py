@@ -24,7 +24,7 @@ from gatekeeper import signing
 from gatekeeper.home import Home
 from gatekeeper.store.store import Proposed, Store
 from tests.helpers import draft
-from tests.review_support import InProcess, Page, decisions, event_count, hashed, review_app
+from tests.review_support import PASSWORD, InProcess, Page, decisions, event_count, hashed, review_app
 
 TEN = b"".join(b"line %d\n" % i for i in range(1, 11))
 
@@ -64,7 +64,7 @@ def propose(
 
 def approve(page: Page, p: Proposed, path: str, **fields: str) -> httpx.Response:
     """The approve form as the page posts it, with the given mode and base fields."""
-    data = {"csrf_token": page.csrf(p.id), "sha256": p.sha256, "path": path, **fields}
+    data = {"csrf_token": page.csrf(p.id), "sha256": p.sha256, "path": path, "password": PASSWORD, **fields}
     return page.client.post(f"/proposals/{p.id}/approve", data=data)
 
 
@@ -219,6 +219,7 @@ def test_approval_binds_and_signs_mode_and_base(home: Home, workspace: Path, pag
         workspace_real=None,
         mode="edit",
         base_sha256=base_sha,
+        method="password",  # approved with the password typed again (issue 14)
     )
     assert signing.verify(home.read_key(), message, row["signature"])
     assert not signing.verify(home.read_key(), message.replace(b'"edit"', b'"replace"'), row["signature"])

@@ -17,7 +17,7 @@ from gatekeeper.home import Home
 from gatekeeper.store.store import Store
 from tests.helpers import draft
 from tests.requirements import require_chromium
-from tests.review_support import CHROMIUM, CHROMIUM_ARGS, hashed, review_server
+from tests.review_support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, hashed, review_server
 from tests.test_review_browser import log_in
 
 BASE = "".join(f"Line {i}: the meeting notes as they stand\n" for i in range(1, 21)).encode()
@@ -76,6 +76,7 @@ def test_edit_approved_in_a_real_browser(home: Home, tmp_path: Path, browser: ob
         assert page.locator("#stale").count() == 0
         page.screenshot(path=str(shots / "edit-proposal.png"), full_page=True)
 
+        page.fill("#approve-password", PASSWORD)
         page.click("#approve")
         page.wait_for_url(f"{base}/proposals/{p.id}")
         assert page.inner_text("#status") == "approved"

@@ -55,6 +55,11 @@ EXPECTED_COLUMNS = {
         "signature",
         "mode",
         "base_sha256",
+        "method",
+        "nonce",
+        "assertion",
+        "assertion_index",
+        "assertion_digests",
     ],
     "commit_record": ["id", "proposal_id", "outcome", "observed_sha256", "final_path", "detail", "at"],
     "audit_event": ["seq", "at", "kind", "actor", "proposal_id", "payload", "prev_hash", "hash"],
@@ -65,6 +70,20 @@ EXPECTED_COLUMNS = {
     "tool_definition": ["server", "tool", "digest", "definition", "first_seen_at", "last_seen_at"],
     "tool_acceptance": ["id", "server", "tool", "digest", "accepted_at", "actor"],
     "login_attempt": ["id", "name_key", "started_at", "outcome"],
+    "passkey": [
+        "id",
+        "reviewer",
+        "credential_id",
+        "public_key",
+        "sign_count",
+        "aaguid",
+        "transports",
+        "label",
+        "created_at",
+        "removed_at",
+    ],
+    "passkey_enrolment": ["token_sha256", "reviewer", "created_at", "expires_at", "used_at"],
+    "approval_challenge": ["nonce", "reviewer", "digests", "created_at", "expires_at", "used_at"],
 }
 EXPECTED_INDEXES = {
     "ix_proposal_created_at",
@@ -77,19 +96,28 @@ EXPECTED_INDEXES = {
     "ix_review_session_reviewer",
     "ix_tool_acceptance_tool",
     "ix_login_attempt_name_key",
+    "ix_passkey_reviewer",
 }
-EXPECTED_TRIGGERS = {
-    f"{t}_no_{a}"
-    for t in ("proposal", "decision", "commit_record", "audit_event", "tool_acceptance")
-    for a in ("update", "delete")
-} | {
-    "reviewer_no_delete",
-    "reviewer_fixed",
-    "used_nonce_no_change",
-    "used_nonce_no_delete",
-    "tool_definition_fixed",
-    "tool_definition_no_delete",
-}
+EXPECTED_TRIGGERS = (
+    {
+        f"{t}_no_{a}"
+        for t in ("proposal", "decision", "commit_record", "audit_event", "tool_acceptance")
+        for a in ("update", "delete")
+    }
+    | {
+        "reviewer_no_delete",
+        "reviewer_fixed",
+        "used_nonce_no_change",
+        "used_nonce_no_delete",
+        "tool_definition_fixed",
+        "tool_definition_no_delete",
+    }
+    | {
+        f"{t}_{w}"
+        for t in ("passkey", "passkey_enrolment", "approval_challenge")
+        for w in ("no_delete", "forward_only")
+    }
+)
 
 
 def _names(conn: sqlite3.Connection, kind: str) -> set[str]:

@@ -17,7 +17,7 @@ from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.home import Home
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
-from tests.helpers import draft, make_home
+from tests.helpers import PROOF, TEST_HASH, draft, make_home
 
 PATHS = ["a.md", "b.md", "dir/c.md"]
 _TEMPLATE: list[Path] = []
@@ -85,7 +85,7 @@ class DomainMachine(RuleBasedStateMachine):
     @rule(name=st.sampled_from(["alice", "bob"]))
     def add_reviewer(self, name: str) -> None:
         try:
-            self.store.add_reviewer(name, "$argon2id$x")
+            self.store.add_reviewer(name, TEST_HASH)
         except Conflict:
             assert name in self.reviewers
             return
@@ -132,6 +132,7 @@ class DomainMachine(RuleBasedStateMachine):
                 path=path,
                 key=self.key,
                 reason="because" if verdict == "rejected" else None,
+                proof=PROOF,
             )
         except (Conflict, InvalidInput):
             assert not should_work

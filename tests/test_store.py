@@ -18,7 +18,7 @@ from gatekeeper.store import events as ev
 from gatekeeper.store.follow import Changes, Follower
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
-from tests.helpers import add_reviewer, draft, wait_until
+from tests.helpers import PROOF, add_reviewer, draft, wait_until
 
 
 def kinds(home: Home) -> list[str]:
@@ -68,6 +68,7 @@ def test_retry_after_a_decision_makes_a_new_proposal(home: Home, store: Store) -
         sha256=a.sha256,
         path="notes/a.md",
         key=home.read_key(),
+        proof=PROOF,
     )
     b = store.propose(draft())
     assert b.created and b.id != a.id
@@ -76,7 +77,9 @@ def test_retry_after_a_decision_makes_a_new_proposal(home: Home, store: Store) -
 def test_decision_is_signed_over_the_exact_proposal(home: Home, store: Store) -> None:
     add_reviewer(store)
     p = store.propose(draft())
-    store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key())
+    store.decide(
+        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key(), proof=PROOF
+    )
     row = (
         sqlite3.connect(home.db_path)
         .execute("SELECT proposal_id, verdict, reviewer, reason, sha256, path, decided_at, signature FROM decision")
@@ -91,6 +94,7 @@ def test_decision_is_signed_over_the_exact_proposal(home: Home, store: Store) ->
         path=row[5],
         decided_at=row[6],
         mode="create",  # every decision since migration 0006 signs its mode (and base: none for a create)
+        method="password",  # and since 0007 its proof's method (here the password typed again)
     )
     assert signing.verify(home.read_key(), message, row[7])
     assert not signing.verify(b"k" * 32, message, row[7])
@@ -114,7 +118,7 @@ def test_bad_decisions_are_refused_and_recorded(home: Home, store: Store, change
     p = store.propose(draft())
     args = {"verdict": "approved", "reviewer": "alice", "sha256": p.sha256, "path": "notes/a.md"} | change
     with pytest.raises(error):
-        store.decide(p.id, key=home.read_key(), **args)
+        store.decide(p.id, key=home.read_key(), **args, proof=PROOF)
     assert status(home, p.id) == "pending"
     with Reader(home.db_path) as r:
         last = r.events()[-1]
@@ -126,7 +130,7 @@ def test_one_decision_per_proposal_and_no_replay_onto_another(home: Home, store:
     key = home.read_key()
     a = store.propose(draft("notes/a.md", b"A"))
     b = store.propose(draft("notes/b.md", b"B"))
-    store.decide(a.id, verdict="approved", reviewer="alice", sha256=a.sha256, path="notes/a.md", key=key)
+    store.decide(a.id, verdict="approved", reviewer="alice", sha256=a.sha256, path="notes/a.md", key=key, proof=PROOF)
     with pytest.raises(Conflict, match="already decided"):
         store.decide(
             a.id,
@@ -136,9 +140,12 @@ def test_one_decision_per_proposal_and_no_replay_onto_another(home: Home, store:
             sha256=a.sha256,
             path="notes/a.md",
             key=key,
+            proof=PROOF,
         )
     with pytest.raises(Conflict, match="sha256"):  # a's approval (digest, path) replayed onto b
-        store.decide(b.id, verdict="approved", reviewer="alice", sha256=a.sha256, path="notes/a.md", key=key)
+        store.decide(
+            b.id, verdict="approved", reviewer="alice", sha256=a.sha256, path="notes/a.md", key=key, proof=PROOF
+        )
     assert (status(home, a.id), status(home, b.id)) == ("approved", "pending")
 
 
@@ -154,6 +161,7 @@ def test_expired_proposal_cannot_be_approved_but_can_be_rejected(home: Home, sto
             sha256=p.sha256,
             path="notes/a.md",
             key=home.read_key(),
+            proof=PROOF,
         )
     store.decide(
         p.id,
@@ -163,6 +171,7 @@ def test_expired_proposal_cannot_be_approved_but_can_be_rejected(home: Home, sto
         sha256=p.sha256,
         path="notes/a.md",
         key=home.read_key(),
+        proof=PROOF,
     )
     assert status(home, p.id) == "rejected"
 
@@ -179,6 +188,7 @@ def test_disabled_reviewer_cannot_decide(home: Home, store: Store) -> None:
             sha256=p.sha256,
             path="notes/a.md",
             key=home.read_key(),
+            proof=PROOF,
         )
 
 
@@ -187,7 +197,9 @@ def test_commit_intent_needs_an_approval_and_outcome_is_once(home: Home, store: 
     p = store.propose(draft())
     unknown = "0" * 26
     assert store.record_commit_intents([p.id, unknown]) == {p.id: "not approved", unknown: "not approved"}
-    store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key())
+    store.decide(
+        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key(), proof=PROOF
+    )
     assert store.record_commit_intents([p.id]) == {p.id: "new"}
     created = {"proposal_id": p.id, "outcome": "created", "observed_sha256": p.sha256, "final_path": "/w/notes/a.md"}
     assert store.record_commit_outcomes([created]) == {p.id: True}
@@ -204,7 +216,9 @@ def test_commit_intent_needs_an_approval_and_outcome_is_once(home: Home, store: 
 def test_outcome_statuses(home: Home, store: Store, outcome: str) -> None:
     add_reviewer(store)
     p = store.propose(draft())
-    store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key())
+    store.decide(
+        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key(), proof=PROOF
+    )
     store.record_commit_outcomes([{"proposal_id": p.id, "outcome": outcome, "detail": "why"}])
     assert status(home, p.id) == outcome
     with Reader(home.db_path) as r:

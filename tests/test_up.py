@@ -16,11 +16,12 @@ import httpx
 import pytest
 
 from gatekeeper.home import Home
+from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import Store
 from gatekeeper.up import port_mismatch, review_port
 from tests.helpers import draft
 from tests.proxy_support import write_policy
-from tests.review_support import free_port, start_up
+from tests.review_support import PASSWORD, free_port, start_up
 
 
 class Lines:
@@ -57,14 +58,21 @@ def children_of(pid: int) -> list[int]:
 def test_up_runs_both_children_reports_events_restarts_and_stops(tmp_path: Path) -> None:
     policy = write_policy(tmp_path)
     home_dir, port = tmp_path / "home", free_port()
-    proc = start_up(home_dir, port, policy, "a long enough password")
+    proc = start_up(home_dir, port, policy, PASSWORD)
     lines = Lines(proc)
     try:
         lines.wait_for("Added reviewer alice")
-        assert lines.wait_for("Review page: ").endswith(f"http://127.0.0.1:{port}/")
+        assert lines.wait_for("Review page: ").endswith(f"http://localhost:{port}/")
+        assert "approve_with: any" in lines.wait_for("Approvals need")
         link = re.search(r"(http://\S+/login/link\?token=\S+)", lines.wait_for("one-time link")).group(1)  # type: ignore[union-attr]
+        assert link.startswith(f"http://localhost:{port}/")  # passkeys need the name localhost
         with httpx.Client(follow_redirects=False) as client:
             assert client.get(link).status_code == 303  # the printed link logs in
+            # the reviewer up created gets a passkey enrolment link too; it opens the enrol page
+            lines.wait_for("Passkey enrolment link for alice")
+            enrol = lines.wait_for("/enrol/")
+            assert enrol.startswith(f"http://localhost:{port}/enrol/"), enrol
+            assert 'id="enrol"' in client.get(enrol.strip()).text
 
         home = Home(home_dir)
         with Store(home.db_path) as store:
@@ -78,6 +86,7 @@ def test_up_runs_both_children_reports_events_restarts_and_stops(tmp_path: Path)
                 sha256=p.sha256,
                 path="notes/from-up.md",
                 key=home.read_key(),
+                proof=PasswordProof(PASSWORD),  # the password `up` was given, typed again
             )
         lines.wait_for(f"approved  {p.id}")
         committed = lines.wait_for(f"{p.id}", timeout=30)
@@ -126,7 +135,7 @@ def test_up_warns_when_review_url_names_another_port(tmp_path: Path) -> None:
         warning = lines.wait_for("Warning: .*review_url")
         assert f"review_url http://127.0.0.1:{wanted} (port {wanted})" in warning
         assert f"listens on port {port}" in warning
-        assert f"`gatekeeper up --port {wanted}`" in warning and f"http://127.0.0.1:{port}" in warning
+        assert f"`gatekeeper up --port {wanted}`" in warning and f"http://localhost:{port}" in warning
         lines.wait_for("one-time link")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
@@ -153,7 +162,7 @@ def test_port_mismatch_only_for_a_local_url_on_another_port() -> None:
     assert port_mismatch("http://127.0.0.1:8765", 8765, "policy.yaml") is None
     assert port_mismatch("https://review.example.org", 8765, "policy.yaml") is None
     said = port_mismatch("http://127.0.0.1:8765", 9000, "policy.yaml")
-    assert said is not None and "--port 8765" in said and "http://127.0.0.1:9000" in said
+    assert said is not None and "--port 8765" in said and "http://localhost:9000" in said
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

@@ -12,7 +12,7 @@ import click
 
 from gatekeeper.audit.verify import SavedHead, parse_head
 from gatekeeper.canonical import parse_since
-from gatekeeper.cli.context import Ctx, pass_ctx
+from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json, kv, table
 from gatekeeper.errors import InvalidInput, NotFound
 from gatekeeper.store.follow import Follower
@@ -247,16 +247,28 @@ def log(ctx: Ctx, kind: str | None, proposal_id: str | None, since: str | None, 
     help="Also fail unless the log still holds this head (the line `audit head` printed) at its seq.",
 )
 @click.option("--files", is_flag=True, help="Also compare committed files on disk with their approved sha256.")
+@click.option(
+    "--approvals", is_flag=True, help="Also re-verify every stored passkey assertion (origins from the policy)."
+)
+@POLICY
 @JSON
 @pass_ctx
-def verify(ctx: Ctx, expect_head: SavedHead | None, files: bool, as_json: bool) -> None:
+def verify(
+    ctx: Ctx,
+    expect_head: SavedHead | None,
+    files: bool,
+    approvals: bool,
+    policy_file: str | None,
+    as_json: bool,
+) -> None:
     """Recompute the hash chain. Exit 0 when intact; exit 1 naming the first bad seq."""
     from gatekeeper.audit.verify import verify_chain, verify_files
 
     with _reader(ctx) as reader:
         report = verify_chain(reader, expect_head)
         checked, problems = verify_files(reader) if files else (0, [])
-    ok = report.ok and not problems
+        signed, bad = _verify_approvals(ctx, reader, policy_file) if approvals else (0, [])
+    ok = report.ok and not problems and not bad
     if as_json:
         out: dict[str, Any] = {
             "ok": ok,
@@ -271,6 +283,9 @@ def verify(ctx: Ctx, expect_head: SavedHead | None, files: bool, as_json: bool) 
         if files:
             out["files_checked"] = checked
             out["file_problems"] = [p.__dict__ for p in problems]
+        if approvals:
+            out["approvals_checked"] = signed
+            out["approval_problems"] = [p.__dict__ for p in bad]
         emit_json(out)
     else:
         if report.problem and report.problem.saved_head:
@@ -287,8 +302,19 @@ def verify(ctx: Ctx, expect_head: SavedHead | None, files: bool, as_json: bool) 
             click.echo(
                 f"{'OK' if not problems else 'FAILED'}: {checked} committed file(s) checked, {len(problems)} problem(s)"
             )
+        if approvals:
+            for a in bad:
+                click.echo(f"APPROVAL of proposal {a.proposal_id} by {a.reviewer}: {a.problem}")
+            click.echo(f"{'OK' if not bad else 'FAILED'}: {signed} passkey approval(s) checked, {len(bad)} problem(s)")
     if not ok:
         raise SystemExit(1)
+
+
+def _verify_approvals(ctx: Ctx, reader: Reader, policy_file: str | None) -> tuple[int, list[Any]]:
+    from gatekeeper.audit.verify import verify_approvals
+    from gatekeeper.policy import load_policy
+
+    return verify_approvals(reader, load_policy(policy_file, home=ctx.home.path))
 
 
 @audit.command()

@@ -8,9 +8,10 @@ import sys
 
 import click
 
-from gatekeeper.cli.context import Ctx, pass_ctx
+from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json, table
-from gatekeeper.errors import InvalidInput
+from gatekeeper.cli.passkey_cmd import enrol, passkey_remove, passkeys, print_enrolment_link
+from gatekeeper.errors import InvalidInput, PolicyError
 from gatekeeper.names import REVIEWER
 
 DEFAULT_PORT = 8765
@@ -31,13 +32,22 @@ def _is_loopback(host: str) -> bool:
 @click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host (needs --tls-cert and --tls-key).")
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="TLS certificate (PEM).")
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="TLS private key (PEM).")
+@POLICY
 @click.pass_context
 def review(
-    click_ctx: click.Context, port: int, host: str, allow_remote: bool, tls_cert: str | None, tls_key: str | None
+    click_ctx: click.Context,
+    port: int,
+    host: str,
+    allow_remote: bool,
+    tls_cert: str | None,
+    tls_key: str | None,
+    policy_file: str | None,
 ) -> None:
     """Serve the review page, where reviewers approve or reject proposals.
 
-    Binds 127.0.0.1 by default; the page answers only to its own Host and Origin.
+    Binds 127.0.0.1 by default and answers at http://localhost:PORT (passkeys need that name) and
+    at 127.0.0.1 (password sessions); only to its own Host and Origin. The policy's approve_with
+    says whether a password may approve.
     """
     if click_ctx.invoked_subcommand is not None:
         return
@@ -62,8 +72,9 @@ def review(
     check_schema(home.db_path)
     scheme = "https" if tls_cert else "http"
     extra = () if _is_loopback(host) else (host,)
-    app = create_app(Config(home, port, scheme=scheme, extra_hosts=extra))
-    click.echo(f"Review page: {scheme}://127.0.0.1:{port}/  (Ctrl-C stops)", err=True)
+    approve_with = policy_approve_with(ctx, policy_file)
+    app = create_app(Config(home, port, scheme=scheme, extra_hosts=extra, approve_with=approve_with))
+    click.echo(f"Review page: {scheme}://localhost:{port}/  (Ctrl-C stops; approve_with: {approve_with})", err=True)
     uvicorn.run(
         app,
         host=host,
@@ -74,6 +85,20 @@ def review(
         ssl_keyfile=tls_key,
         server_header=False,
     )
+
+
+def policy_approve_with(ctx: Ctx, policy_file: str | None) -> str:
+    """The policy's approve_with. A policy named but broken stops the page; none found means 'any'
+    (the committer, which always reads the policy, still refuses what the policy refuses)."""
+    from gatekeeper.policy import load_policy
+
+    try:
+        return load_policy(policy_file, home=ctx.home.path).approve_with
+    except PolicyError as exc:
+        if policy_file is not None:
+            raise
+        click.echo(f"note: no policy read ({exc}); approvals may use a passkey or the password", err=True)
+        return "any"
 
 
 @review.command("login-link")
@@ -97,12 +122,12 @@ def login_link(ctx: Ctx, name: str, port: int) -> None:
             reviews.close()
         store.append_event(LOGIN_LINK_ISSUED, ctx.actor, {"reviewer": name})
     token = Tokens(home.read_key()).login_link(name)
-    click.echo(f"http://127.0.0.1:{port}/login/link?token={token}")
+    click.echo(f"http://localhost:{port}/login/link?token={token}")
 
 
 @click.group()
 def reviewer() -> None:
-    """Manage the people who may approve: add, list, disable, passwd."""
+    """Manage the people who may approve: add, list, disable, passwd, and their passkeys."""
 
 
 def read_password(password_stdin: bool) -> str:
@@ -126,9 +151,11 @@ def check_reviewer_name(name: str) -> str:
 @reviewer.command("add")
 @click.argument("name")
 @click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
+@POLICY
 @pass_ctx
-def reviewer_add(ctx: Ctx, name: str, password_stdin: bool) -> None:
-    """Add a reviewer (argon2id password hash; the password is never stored or logged)."""
+def reviewer_add(ctx: Ctx, name: str, password_stdin: bool, policy_file: str | None) -> None:
+    """Add a reviewer (argon2id password hash; the password is never stored or logged) and print a
+    one-time link where they enrol a passkey."""
     from gatekeeper.review.auth import hash_password
     from gatekeeper.store.store import Store
 
@@ -138,6 +165,7 @@ def reviewer_add(ctx: Ctx, name: str, password_stdin: bool) -> None:
     with Store(home.db_path) as store:
         store.add_reviewer(name, hashed, actor=ctx.actor)
     click.echo(f"Added reviewer {name}.")
+    print_enrolment_link(ctx, name, policy_file)
 
 
 @reviewer.command("list")
@@ -187,3 +215,7 @@ def reviewer_passwd(ctx: Ctx, name: str, password_stdin: bool) -> None:
         event = store.set_reviewer_password(name, hashed, actor=ctx.actor)
     ended = json.loads(event.payload)["sessions_ended"]
     click.echo(f"Changed the password of {name}; ended {ended} open session{'' if ended == 1 else 's'}.")
+
+
+for _command in (enrol, passkeys, passkey_remove):
+    reviewer.add_command(_command)

@@ -9,7 +9,10 @@ import time
 import click
 
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
+from gatekeeper.cli.passkey_cmd import print_enrolment_link
 from gatekeeper.cli.review_cmd import DEFAULT_PORT, check_reviewer_name, read_password
+
+APPROVALS = {"any": "a passkey, or the password typed again", "passkey": "a passkey"}
 
 
 @click.command()
@@ -25,10 +28,10 @@ from gatekeeper.cli.review_cmd import DEFAULT_PORT, check_reviewer_name, read_pa
 def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str | None, password_stdin: bool) -> None:
     """Start the review page and the committer (two child processes) and watch them.
 
-    Prints the review URL and a one-time log-in link, a line for every proposal, decision and
-    commit, and restarts a child that dies. Ctrl-C stops both. Initialises the home and creates
-    the first reviewer on first run. Warns when the policy's review_url names another port,
-    since agents would be handed links to a page that is not there.
+    Prints the review URL (at localhost: passkeys need that name) and a one-time log-in link (and
+    a passkey enrolment link for a reviewer it creates), a line for every proposal, decision and
+    commit, and restarts a child that dies. Ctrl-C stops both. Warns when the policy's review_url
+    names another port, since agents would be handed links to a page that is not there.
     """
     from gatekeeper.policy import load_policy
     from gatekeeper.review.auth import Tokens
@@ -42,13 +45,16 @@ def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str |
         click.echo(f"Warning: {problem}", err=True)
     if port is None:
         port = review_port(policy.review_url) or DEFAULT_PORT
-    mismatch = port_mismatch(policy.review_url, port, str(policy.source))
-    if mismatch:
+    if mismatch := port_mismatch(policy.review_url, port, str(policy.source)):
         click.echo(f"Warning: {mismatch}", err=True)
-    who = _first_run(ctx, reviewer_name, password_stdin)
+    who, created = _first_run(ctx, reviewer_name, password_stdin)
 
     children = [
-        Child("review page", child_argv(home, "review", "--port", str(port)), home.log_dir / "review.log"),
+        Child(
+            "review page",
+            child_argv(home, "review", "--port", str(port), "--policy", str(policy.source)),
+            home.log_dir / "review.log",
+        ),
         Child(
             "committer",
             child_argv(home, "commit", "--watch", "--policy", str(policy.source)),
@@ -70,16 +76,20 @@ def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str |
                 time.sleep(0.1)
         with Store(home.db_path) as store:
             store.append_event(LOGIN_LINK_ISSUED, ctx.actor, {"reviewer": who, "by": "up"})
-        link = f"http://127.0.0.1:{port}/login/link?token={Tokens(home.read_key()).login_link(who)}"
-        say(f"Review page: http://127.0.0.1:{port}/")
+        link = f"http://localhost:{port}/login/link?token={Tokens(home.read_key()).login_link(who)}"
+        say(f"Review page: http://localhost:{port}/")
+        say(f"Approvals need {APPROVALS[policy.approve_with]} (the policy's approve_with: {policy.approve_with})")
         say(f"Log in as {who} (one-time link, 10 minutes): {link}")
+        if created:
+            print_enrolment_link(ctx, who, str(policy.source), origin=f"http://localhost:{port}")
         say(f"Committing into the workspaces of {policy.source}. Ctrl-C stops.")
 
     raise SystemExit(supervise(home, children, say=say, ready=ready))
 
 
-def _first_run(ctx: Ctx, reviewer_name: str | None, password_stdin: bool) -> str:
-    """Initialise the home and add the first reviewer if needed; return who gets the log-in link."""
+def _first_run(ctx: Ctx, reviewer_name: str | None, password_stdin: bool) -> tuple[str, bool]:
+    """Initialise the home and add the first reviewer if needed; return who gets the log-in link,
+    and whether they were just created (then they get a passkey enrolment link too)."""
     from gatekeeper.home import setup_home
     from gatekeeper.review.auth import hash_password
     from gatekeeper.store.queries import Reader
@@ -99,5 +109,5 @@ def _first_run(ctx: Ctx, reviewer_name: str | None, password_stdin: bool) -> str
         with Store(home.db_path) as store:
             store.add_reviewer(name, hashed, actor=ctx.actor)
         click.echo(f"Added reviewer {name}.")
-        reviewers = [name]
-    return reviewer_name if reviewer_name is not None and reviewer_name in reviewers else reviewers[0]
+        return name, True
+    return (reviewer_name if reviewer_name is not None and reviewer_name in reviewers else reviewers[0]), False

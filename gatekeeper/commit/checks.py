@@ -8,11 +8,13 @@ wins. A failed check is a ``refused`` outcome whose detail says why and what to 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gatekeeper import signing
+from gatekeeper.approval import ApprovalRefused, Assertion, Proof, RelyingParty, StoredPasskey, Subject, verify_approval
 from gatekeeper.canonical import sha256_hex
 from gatekeeper.errors import InvalidInput
 from gatekeeper.paths import normalise_destination
@@ -47,6 +49,19 @@ class Candidate:
     base_size: int | None = None
     decision_mode: str | None = None  # NULL on decisions made before migration 0006
     decision_base_sha256: str | None = None
+    # The reviewer's proof (migration 0007; NULL before): method, and for a passkey the assertion and
+    # its place in the digest list, with the passkey its credential names (NULL: none such).
+    method: str | None = None
+    nonce: str | None = None
+    assertion: str | None = None
+    assertion_index: int | None = None
+    assertion_digests: str | None = None
+    passkey_credential: str | None = None
+    passkey_reviewer: str | None = None
+    passkey_public_key: bytes | None = None
+    passkey_label: str | None = None
+    passkey_created_at: str | None = None
+    passkey_removed_at: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Candidate:
@@ -82,6 +97,9 @@ def check_approval(c: Candidate, content: bytes | None, key: bytes) -> None:
         workspace_real=c.workspace_real,
         mode=c.decision_mode,
         base_sha256=c.decision_base_sha256,
+        method=c.method,
+        nonce=c.nonce,
+        assertion_sha256=None if c.assertion is None else sha256_hex(c.assertion.encode("utf-8")),
     )
     if not signing.verify(key, message, c.signature):
         raise Refusal(
@@ -106,6 +124,65 @@ def check_approval(c: Candidate, content: bytes | None, key: bytes) -> None:
             f"proposal is a {c.mode} over base {(c.base_sha256 or 'none')[:16]}…; the database may have been "
             "altered, run `gatekeeper audit verify`"
         )
+
+
+def check_proof(c: Candidate, policy: Policy) -> None:
+    """The reviewer's proof holds: a stored assertion verifies again (signature, challenge = this
+    decision's digest, origin, rp id, flags, the deciding reviewer's passkey, not removed before the
+    decision); a passkey approval has its assertion; under ``approve_with: passkey`` every approval
+    has one. The sign counter is checked at approval only (it has moved on since)."""
+    if c.assertion is None:
+        if c.method == "passkey":
+            raise Refusal("the approval says it was made with a passkey but carries no assertion; approve again")
+        if policy.approve_with == "passkey":
+            how = f"with the {c.method}" if c.method else "without a passkey (before passkeys)"
+            raise Refusal(
+                f"the policy accepts passkey approvals only (approve_with: passkey), and this one was made {how}; "
+                "a reviewer with a passkey must approve it again on a new proposal"
+            )
+        return
+    try:
+        verify_approval(
+            Subject(c.id, c.mode, c.path, c.base_sha256, c.sha256),
+            c.reviewer,
+            stored_proof(c),
+            stored_passkey(c),
+            RelyingParty.for_review_url(policy.review_url),
+            decided_at=c.decided_at,
+            check_counter=False,
+        )
+    except ApprovalRefused as exc:
+        raise Refusal(
+            f"the approval's passkey assertion does not verify: {exc}; the database may have been altered, "
+            "run `gatekeeper audit verify --approvals`"
+        ) from None
+
+
+def stored_proof(c: Candidate) -> Proof:
+    """The proof as the decision stored it; ``ApprovalRefused`` when the stored columns are not one."""
+    try:
+        digests = json.loads(c.assertion_digests or "null")
+        if not isinstance(digests, list) or not all(isinstance(d, str) for d in digests):
+            raise ValueError("not a list of hex digests")
+    except ValueError:
+        raise ApprovalRefused("the decision's list of digests is not a JSON list of hex digests") from None
+    if c.nonce is None or c.assertion_index is None or c.assertion is None:
+        raise ApprovalRefused("the decision's nonce or assertion index is missing")
+    return Proof(c.nonce, Assertion.from_json(c.assertion), c.assertion_index, tuple(digests))
+
+
+def stored_passkey(c: Candidate) -> StoredPasskey | None:
+    if c.passkey_credential is None or c.passkey_reviewer is None or c.passkey_public_key is None:
+        return None
+    return StoredPasskey(
+        c.passkey_credential,
+        c.passkey_reviewer,
+        bytes(c.passkey_public_key),
+        0,
+        c.passkey_label or "",
+        c.passkey_created_at or "",
+        c.passkey_removed_at,
+    )
 
 
 def check_root(c: Candidate, actual: str) -> None:

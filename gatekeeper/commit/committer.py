@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.commit import details, fsops, swap
-from gatekeeper.commit.checks import Candidate, Plan, Refusal, check_approval, check_policy, check_root
+from gatekeeper.commit.checks import Candidate, Plan, Refusal, check_approval, check_policy, check_proof, check_root
 from gatekeeper.commit.testing import OFF, Switches
 from gatekeeper.home import Home
 from gatekeeper.policy import Policy, load_policy
@@ -162,6 +162,7 @@ class Committer:
                 data = contents.get(c.id)
                 try:
                     check_approval(c, data, key)  # refuses missing content too
+                    check_proof(c, policy)
                     plan = check_policy(c, len(data or b""), policy)
                     if not self._open_root(plan.workspace, roots, real, report):
                         continue  # waits for a later pass

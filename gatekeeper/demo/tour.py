@@ -25,7 +25,7 @@ from typing import Any
 
 POLICY = """\
 version: 1
-review_url: http://127.0.0.1:{port}
+review_url: http://localhost:{port}
 servers:
   notes:
     command: {python}
@@ -68,7 +68,7 @@ def gk(home: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "gatekeeper", "--home", str(home), *args]
 
 
-def approve_in_browser(login_link: str, review_url: str) -> None:
+def approve_in_browser(login_link: str, review_url: str, password: str) -> None:
     """What the person does, done by Playwright in headless Chromium."""
     from playwright.sync_api import sync_playwright
 
@@ -89,13 +89,14 @@ def approve_in_browser(login_link: str, review_url: str) -> None:
         page.goto(login_link)
         page.goto(review_url)
         print(f"browser: reviewing {page.inner_text('#destination')} sha256 {page.inner_text('#sha256')[:16]}…")
+        page.fill("#approve-password", password)  # approving asks for the password again
         page.click("#approve")
         page.wait_for_selector("#decision")
         print(f"browser: {page.inner_text('#decision')}", flush=True)
         browser.close()
 
 
-def start_up(home: Path, port: int, policy: Path) -> tuple[subprocess.Popen[str], str, threading.Event]:
+def start_up(home: Path, port: int, policy: Path, password: str) -> tuple[subprocess.Popen[str], str, threading.Event]:
     """Step 2: ``gatekeeper up``; its one-time log-in link, and an event set once it commits."""
     up = subprocess.Popen(
         gk(home, "up", "--port", str(port), "--policy", str(policy), "--reviewer", "demo", "--password-stdin"),
@@ -106,13 +107,13 @@ def start_up(home: Path, port: int, policy: Path) -> tuple[subprocess.Popen[str]
         bufsize=1,
     )
     assert up.stdin is not None and up.stdout is not None
-    up.stdin.write(secrets.token_urlsafe(18) + "\n")
+    up.stdin.write(password + "\n")
     up.stdin.close()
     login_link = ""
     committed = threading.Event()
     for line in up.stdout:
         print(f"  up | {line.rstrip()}", flush=True)
-        if match := re.search(r"(http://127\.0\.0\.1:\d+/login/link\?token=\S+)", line):
+        if match := re.search(r"(http://localhost:\d+/login/link\?token=\S+)", line):
             login_link = match.group(1)
         if "Ctrl-C stops" in line:
             break
@@ -129,7 +130,9 @@ def start_up(home: Path, port: int, policy: Path) -> tuple[subprocess.Popen[str]
     return up, login_link, committed
 
 
-def run_agent(home: Path, policy: Path, login_link: str, headless: bool) -> tuple[int, dict[str, Any], str]:
+def run_agent(
+    home: Path, policy: Path, login_link: str, password: str, headless: bool
+) -> tuple[int, dict[str, Any], str]:
     """Steps 3 and 4: the scripted agent proposes; a person (or Chromium) approves on the page."""
     agent = subprocess.Popen(
         [sys.executable, "-m", "gatekeeper.demo.agent", "--policy", str(policy), "--home", str(home)],
@@ -146,11 +149,12 @@ def run_agent(home: Path, policy: Path, login_link: str, headless: bool) -> tupl
             review_url = line.split(">>> Review it here:", 1)[1].strip()
             if headless:
                 step("4. Approving in headless Chromium (Playwright), as a person would")
-                approve_in_browser(login_link, review_url)
+                approve_in_browser(login_link, review_url, password)
             else:
                 step("4. Your turn: approve it in the browser")
                 print(f"Log in with this one-time link:\n  {login_link}\nthen open:\n  {review_url}", flush=True)
-                print("and press 'Approve' (or reject it with a reason). Waiting…", flush=True)
+                print(f"and press 'Approve' with the demo reviewer's password: {password}", flush=True)
+                print("(approving always asks for it again), or reject it with a reason. Waiting…", flush=True)
     status = agent.wait()
     stderr = agent.stderr.read() if agent.stderr else ""
     outcome = json.loads(stderr.strip().splitlines()[-1]) if stderr.strip() else {}
@@ -185,13 +189,14 @@ def main() -> int:
         subprocess.run(gk(home, "policy", "check", "--policy", str(policy)), check=True)
 
         step("2. gatekeeper up: the review page and the committer")
-        up, login_link, committed = start_up(home, port, policy)
+        password = secrets.token_urlsafe(18)  # the demo reviewer's; approving asks for it again
+        up, login_link, committed = start_up(home, port, policy, password)
         if not login_link:
             print("gatekeeper up did not start; see above", file=sys.stderr)
             return 1
 
         step("3. A scripted agent (the MCP Python SDK) reads a note and proposes a new one")
-        status, outcome, stderr = run_agent(home, policy, login_link, args.headless)
+        status, outcome, stderr = run_agent(home, policy, login_link, password, args.headless)
         if status != 0:
             print(f"agent ended with status {status}: {outcome or stderr}", file=sys.stderr)
             return 1

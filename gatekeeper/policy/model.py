@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 RESERVED_TOOL = "gatekeeper_proposal_status"
-DEFAULT_REVIEW_URL = "http://127.0.0.1:8765"
+DEFAULT_REVIEW_URL = "http://localhost:8765"  # localhost, not 127.0.0.1: passkeys refuse an IP address
 _CONFIG = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -192,6 +192,9 @@ class Policy(BaseModel):
     model_config = _CONFIG
     version: Version
     review_url: StrictStr = DEFAULT_REVIEW_URL
+    # How an approval must be proven (issue 14): 'any' takes a passkey, or the password typed again
+    # by a reviewer without one; 'passkey' refuses password approvals, here and in the committer.
+    approve_with: Literal["any", "passkey"] = "any"
     defaults: Defaults = Defaults()
     servers: dict[ServerName, Server] = Field(min_length=1)
 

@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from gatekeeper.approval import RelyingParty
 from gatekeeper.home import Home
 from gatekeeper.resources import templates_dir
 from gatekeeper.review import errors
 from gatekeeper.review.bodylimit import BodyLimit
 from gatekeeper.review.guards import Guard
-from gatekeeper.review.routes import api, decisions, login, pages
+from gatekeeper.review.routes import api, decisions, enrol, login, pages, signed
 from gatekeeper.review.state import ReviewState
+from gatekeeper.store.proofs import ApprovalRules
 
 log = logging.getLogger("gatekeeper.review")
 FLUSH_EVERY = 1.0  # seconds between flushes of the refusal counters
@@ -34,6 +36,12 @@ class Config:
     port: int
     scheme: str = "http"
     extra_hosts: tuple[str, ...] = ()
+    approve_with: str = "any"  # the policy's: 'passkey' refuses password approvals
+
+    @property
+    def rules(self) -> ApprovalRules:
+        """Passkeys are for rp id ``localhost``: the page's own origin with that host."""
+        return ApprovalRules(RelyingParty.for_review_url(f"{self.scheme}://localhost:{self.port}"), self.approve_with)
 
     @property
     def hosts(self) -> set[str]:
@@ -47,11 +55,11 @@ class Config:
 def create_app(config: Config) -> Guard:
     """The FastAPI app inside its middlewares. Outermost first: Host/Origin, then the body cap,
     then FastAPI (which parses forms)."""
-    state = ReviewState.open(config.home.require(), secure=config.scheme == "https")
+    state = ReviewState.open(config.home.require(), secure=config.scheme == "https", rules=config.rules)
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.review = state
     app.mount("/static", StaticFiles(directory=str(templates_dir() / "static")), name="static")
-    for module in (login, pages, decisions, api):
+    for module in (login, enrol, pages, decisions, signed, api):
         app.include_router(module.router)
     errors.install(app)
     limited = BodyLimit(app, on_refuse=state.refuse)

@@ -19,7 +19,9 @@ from gatekeeper.resources import templates_dir
 from gatekeeper.review import auth, change, render
 from gatekeeper.review.integrity import ChainWatch
 from gatekeeper.store.bounded import cut
+from gatekeeper.store.decisions import ANY
 from gatekeeper.store.events import REQUEST_REFUSED
+from gatekeeper.store.proofs import ApprovalRules
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.refusals import Refusals
 from gatekeeper.store.reviews import Reviews, Session
@@ -38,9 +40,10 @@ class ReviewState:
     refusals: Refusals
     templates: Jinja2Templates
     secure: bool  # served over https: cookies get the Secure flag
+    rules: ApprovalRules = ANY  # what an approval must carry: the page's relying party, approve_with
 
     @classmethod
-    def open(cls, home: Home, *, secure: bool) -> ReviewState:
+    def open(cls, home: Home, *, secure: bool, rules: ApprovalRules = ANY) -> ReviewState:
         store = Store(home.db_path)
         templates = Jinja2Templates(directory=str(templates_dir()))
         templates.env.filters["marked"] = render.marks  # paths on the page: hidden characters marked
@@ -54,6 +57,7 @@ class ReviewState:
             refusals=Refusals(store),
             templates=templates,
             secure=secure,
+            rules=rules,
         )
 
     def close(self) -> None:

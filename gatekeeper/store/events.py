@@ -35,6 +35,11 @@ LOGIN = "login"
 LOGIN_FAILED = "login_failed"
 LOGIN_LINK_ISSUED = "login_link_issued"
 LOGOUT = "logout"
+PASSKEY_ENROLMENT_ISSUED = "passkey_enrolment_issued"  # a one-time enrolment link was printed
+PASSKEY_ADDED = "passkey_added"
+PASSKEY_REMOVED = "passkey_removed"
+# An approval whose proof (assertion or password) did not hold: nothing was decided; the payload says why.
+APPROVAL_REFUSED = "approval_refused"
 # "The refusal stored as event `first_seq` happened N more times": see gatekeeper/store/refusals.py.
 REFUSAL_REPEATED = "refusal_repeated"
 

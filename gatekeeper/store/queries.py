@@ -41,6 +41,24 @@ STATUS_WHERE = {
     "failed": "coalesce(c.outcome, '') = 'failed'",
 }
 
+# An approved proposal as the committer checks it (``commit.checks.Candidate``): the proposal, its
+# decision with the reviewer's proof (0007), and the passkey the assertion names, if any.
+CANDIDATE_SELECT = (
+    "SELECT p.id, p.created_at, p.server, p.tool, p.workspace, p.path, p.sha256, p.size, "
+    "d.id AS decision_id, d.verdict, d.reviewer, d.reason, d.sha256 AS decision_sha256, "
+    "d.path AS decision_path, d.decided_at, d.signature, p.workspace_real, p.mode, p.base_sha256, "
+    "p.base_size, d.mode AS decision_mode, d.base_sha256 AS decision_base_sha256, "
+    "d.method, d.nonce, d.assertion, d.assertion_index, d.assertion_digests, "
+    "k.credential_id AS passkey_credential, k.reviewer AS passkey_reviewer, k.public_key AS passkey_public_key, "
+    "k.label AS passkey_label, k.created_at AS passkey_created_at, k.removed_at AS passkey_removed_at, "
+    # '+e.kind' keeps SQLite on the proposal_id index: on the kind index, each lookup scanned
+    # every intent ever written (a batch of 64 took 13 ms after 1,000 commits, growing).
+    "EXISTS (SELECT 1 FROM audit_event e WHERE e.proposal_id = p.id AND +e.kind = ?) AS has_intent "
+    "FROM decision d JOIN proposal p ON p.id = d.proposal_id "
+    "LEFT JOIN commit_record c ON c.proposal_id = d.proposal_id "
+    "LEFT JOIN passkey k ON d.assertion IS NOT NULL AND k.credential_id = json_extract(d.assertion, '$.credential_id')"
+)
+
 _LIST_COLUMNS = (
     "p.id, " + STATUS_SQL + " AS status, p.server, p.tool, p.path, p.size, p.sha256, p.created_at, "
     "p.expires_at, d.reviewer, d.reason, c.final_path, p.mode, p.base_size"
@@ -261,19 +279,9 @@ class Reader:
         self._conn.execute("BEGIN")
         try:
             high = self._conn.execute("SELECT coalesce(max(id), 0) FROM decision").fetchone()[0]
-            # '+e.kind' keeps SQLite on the proposal_id index: on the kind index, each lookup scanned
-            # every intent ever written (a batch of 64 took 13 ms after 1,000 commits, growing).
             cur = self._conn.execute(
-                "SELECT p.id, p.created_at, p.server, p.tool, p.workspace, p.path, p.sha256, p.size, "
-                "d.id AS decision_id, d.verdict, d.reviewer, d.reason, d.sha256 AS decision_sha256, "
-                "d.path AS decision_path, d.decided_at, d.signature, p.workspace_real, p.mode, p.base_sha256, "
-                "p.base_size, d.mode AS decision_mode, d.base_sha256 AS decision_base_sha256, "
-                "EXISTS (SELECT 1 FROM audit_event e WHERE e.proposal_id = p.id AND +e.kind = ?) "
-                "AS has_intent "
-                "FROM decision d JOIN proposal p ON p.id = d.proposal_id "
-                "LEFT JOIN commit_record c ON c.proposal_id = d.proposal_id "
-                "WHERE d.id > ? AND d.id <= ? AND d.verdict = 'approved' AND c.proposal_id IS NULL "
-                "ORDER BY p.created_at, p.id",
+                f"{CANDIDATE_SELECT} WHERE d.id > ? AND d.id <= ? AND d.verdict = 'approved' "
+                "AND c.proposal_id IS NULL ORDER BY p.created_at, p.id",
                 (COMMIT_INTENT, after_decision_id, high),
             )
             names = [c[0] for c in cur.description]
@@ -281,6 +289,17 @@ class Reader:
         finally:
             self._conn.execute("COMMIT")
         return high, rows
+
+    def passkey_approvals(self) -> list[dict[str, Any]]:
+        """Every approval that carries (or claims) a passkey assertion, committed or not, as
+        ``commit_queue`` rows: ``audit verify --approvals`` checks each again."""
+        cur = self._conn.execute(
+            f"{CANDIDATE_SELECT} WHERE d.verdict = 'approved' AND (d.assertion IS NOT NULL OR d.method = 'passkey') "
+            "ORDER BY d.id",
+            (COMMIT_INTENT,),
+        )
+        names = [c[0] for c in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur]
 
     def proposal_contents(self, proposal_ids: list[str]) -> dict[str, bytes]:
         """The exact stored bytes of each proposal, by id."""

@@ -60,6 +60,14 @@ class Decision(SQLModel, table=True):
     # What the page showed and posted back with the digest (migration 0006); NULL on older rows.
     mode: str | None = None
     base_sha256: str | None = None
+    # The reviewer's proof (migration 0007); NULL on older rows. method: 'passkey' or 'password';
+    # nonce: the approval challenge's; assertion: WebAuthn assertion JSON (base64url fields);
+    # assertion_index / assertion_digests: this decision's place in the digest list the challenge hashed.
+    method: str | None = None
+    nonce: str | None = None
+    assertion: str | None = None
+    assertion_index: int | None = None
+    assertion_digests: str | None = None
 
 
 class CommitRecord(SQLModel, table=True):
@@ -155,3 +163,46 @@ class ToolAcceptance(SQLModel, table=True):
     digest: str
     accepted_at: str
     actor: str
+
+
+class Passkey(SQLModel, table=True):
+    """A reviewer's WebAuthn credential. Kept after removal (decisions name it): only ``sign_count``
+    grows and ``removed_at`` is set once (triggers)."""
+
+    __tablename__ = "passkey"
+
+    id: int | None = Field(default=None, primary_key=True)
+    reviewer: str = Field(foreign_key="reviewer.name", index=True)
+    credential_id: str = Field(unique=True)  # base64url, as the browser names it
+    public_key: bytes  # COSE_Key, as the authenticator gave it at registration
+    sign_count: int
+    aaguid: str
+    transports: str  # JSON list
+    label: str
+    created_at: str
+    removed_at: str | None = None
+
+
+class PasskeyEnrolment(SQLModel, table=True):
+    """A one-time enrolment link: only the sha256 of its token is stored; ``used_at`` is set once."""
+
+    __tablename__ = "passkey_enrolment"
+
+    token_sha256: str = Field(primary_key=True)
+    reviewer: str = Field(foreign_key="reviewer.name")
+    created_at: str
+    expires_at: str
+    used_at: str | None = None
+
+
+class ApprovalChallenge(SQLModel, table=True):
+    """A nonce issued for one approval attempt of ``reviewer`` over ``digests`` (JSON list, hex)."""
+
+    __tablename__ = "approval_challenge"
+
+    nonce: str = Field(primary_key=True)
+    reviewer: str = Field(foreign_key="reviewer.name")
+    digests: str
+    created_at: str
+    expires_at: str
+    used_at: str | None = None

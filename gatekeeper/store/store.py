@@ -3,24 +3,24 @@ that writes its rows and its audit event together, or nothing at all.
 
 No MCP, no HTTP here. Refusals (a forged approval, a second decision) are recorded as events
 in a transaction of their own that commits, and then raised to the caller. Tool pins live in
-``pins``, commit records in ``commits``; ``Store`` is all of them.
+``pins``, commit records in ``commits``, decisions in ``decisions``, passkeys in ``passkeys``;
+``Store`` is all of them.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from gatekeeper import signing
 from gatekeeper.canonical import canonical_json, new_id, now_ts, sha256_hex
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.store import events as ev
-from gatekeeper.store.bounded import bounded
 from gatekeeper.store.commits import CommitRecords
+from gatekeeper.store.decisions import Decisions
+from gatekeeper.store.passkeys import Passkeys
 from gatekeeper.store.pins import ToolPins
 from gatekeeper.store.tx import Event, Tx
-from gatekeeper.store.values import MODES, VERDICTS
+from gatekeeper.store.values import MODES
 
 __all__ = ["Event", "ProposalDraft", "Proposed", "Store", "Tx"]
 
@@ -70,21 +70,7 @@ class Proposed:
     expires_at: str
 
 
-@dataclass(frozen=True)
-class _Decision:
-    """What a reviewer posted, checked against the stored proposal before it is signed."""
-
-    proposal_id: str
-    verdict: str
-    reviewer: str
-    sha256: str
-    path: str
-    reason: str | None
-    mode: str | None = None  # None: not posted (a create's page may leave it out)
-    base_sha256: str | None = None
-
-
-class Store(ToolPins, CommitRecords):
+class Store(ToolPins, CommitRecords, Decisions, Passkeys):
     """A Gatekeeper database: opening checks the schema; writes go through the methods below."""
 
     # -- proposals ---------------------------------------------------------------------------
@@ -127,52 +113,6 @@ class Store(ToolPins, CommitRecords):
             if reverts is not None:
                 tx.append_event(ev.REVERT_PROPOSED, actor, {"reverts": reverts, "mode": draft.mode}, pid)
             return Proposed(pid, True, digest, len(draft.content), draft.expires_at)
-
-    # -- decisions ---------------------------------------------------------------------------
-
-    def decide(
-        self,
-        proposal_id: str,
-        *,
-        verdict: str,
-        reviewer: str,
-        sha256: str,
-        path: str,
-        key: bytes,
-        reason: str | None = None,
-        actor: str | None = None,
-        mode: str | None = None,
-        base_sha256: str | None = None,
-    ) -> Event:
-        """Approve or reject exactly the proposal the reviewer saw: its path and result sha256,
-        and for a change its mode and base sha256 too (a create's page may leave those out).
-
-        Every refusal is an audit event and then a ``Conflict`` / ``NotFound`` / ``InvalidInput``.
-        """
-        actor = actor or f"reviewer:{reviewer}"
-        why = (reason or "").strip() or None
-        posted = _Decision(proposal_id, verdict, reviewer, sha256, path, why, mode, base_sha256)
-        with self.transaction() as tx:
-            refusal, error = _decision_refusal(tx, posted)
-            if refusal is None:
-                try:
-                    return _record_decision(tx, posted, key, actor)
-                except sqlite3.IntegrityError:  # a racing decision won; the UNIQUE index is the last word
-                    refusal, error = "already decided", Conflict(f"proposal {proposal_id} is already decided")
-            # Nothing else was written in this transaction: the refusal event commits alone.
-            tx.append_event(
-                ev.DECISION_REFUSED,
-                actor,
-                # sha256 and path are what was posted: bounded, like every refusal's fields.
-                bounded(
-                    {"verdict": verdict, "reviewer": reviewer, "why": refusal, "sha256": sha256, "path": path}
-                    | ({} if mode is None else {"mode": mode})
-                    | ({} if base_sha256 is None else {"base_sha256": base_sha256})
-                ),
-                proposal_id,
-            )
-        assert error is not None
-        raise error
 
     # -- reviewers ---------------------------------------------------------------------------
 
@@ -272,65 +212,6 @@ def _created_payload(draft: ProposalDraft, args_sha: str, digest: str) -> dict[s
         "policy_digest": draft.policy_digest,
         "workspace_real": draft.workspace_real,
     }
-
-
-def _record_decision(tx: Tx, d: _Decision, key: bytes, actor: str) -> Event:
-    """Sign and insert the decision row (its UNIQUE index may still refuse it) and its event."""
-    decided_at = now_ts()
-    row = tx.first("SELECT workspace_real, mode, base_sha256 FROM proposal WHERE id = ?", (d.proposal_id,))
-    mode, base_sha = (row[1], row[2]) if row else ("create", None)
-    signature = signing.sign(
-        key,
-        signing.decision_message(
-            proposal_id=d.proposal_id,
-            verdict=d.verdict,
-            reviewer=d.reviewer,
-            reason=d.reason,
-            sha256=d.sha256,
-            path=d.path,
-            decided_at=decided_at,
-            workspace_real=row[0] if row else None,
-            mode=mode,
-            base_sha256=base_sha,
-        ),
-    )
-    fields = dict(verdict=d.verdict, reviewer=d.reviewer, reason=d.reason, sha256=d.sha256, path=d.path)
-    fields |= dict(mode=mode, base_sha256=base_sha)
-    tx.insert("decision", {"proposal_id": d.proposal_id, **fields, "decided_at": decided_at, "signature": signature})
-    return tx.append_event(ev.DECISION, actor, {**fields, "signature": signature}, d.proposal_id)
-
-
-def _decision_refusal(tx: Tx, d: _Decision) -> tuple[str | None, Exception | None]:
-    """Why this decision may not be recorded (the event's words, the caller's error); (None, None) if it may."""
-    pid = d.proposal_id
-    if d.verdict not in VERDICTS:
-        return "bad verdict", InvalidInput(f"unknown verdict {d.verdict!r}", "use 'approved' or 'rejected'")
-    if d.verdict == "rejected" and not d.reason:
-        return "no reason", InvalidInput("a rejection needs a reason", "say what the agent should change")
-    row = tx.first("SELECT sha256, path, expires_at, mode, base_sha256 FROM proposal WHERE id = ?", (pid,))
-    if row is None:
-        return "no such proposal", NotFound(f"no proposal {pid}")
-    who = tx.first("SELECT disabled_at FROM reviewer WHERE name = ?", (d.reviewer,))
-    if who is None or who[0] is not None:
-        return "reviewer unknown or disabled", Conflict(f"reviewer {d.reviewer!r} is unknown or disabled")
-    if tx.first("SELECT 1 FROM decision WHERE proposal_id = ?", (pid,)):
-        return "already decided", Conflict(f"proposal {pid} is already decided")
-    if d.sha256 != row[0] or d.path != row[1]:
-        return "digest or path mismatch", Conflict(
-            f"the approval names sha256 {d.sha256[:12]}… at {d.path!r}, but proposal {pid} "
-            f"is sha256 {row[0][:12]}… at {row[1]!r}",
-            "reload the proposal page and decide on what it shows now",
-        )
-    mode_shown = d.mode if d.mode is not None or row[3] != "create" else "create"  # a create's page may omit it
-    if mode_shown != row[3] or d.base_sha256 != row[4]:
-        return "mode or base mismatch", Conflict(
-            f"the approval names a {d.mode or 'create'} over base {(d.base_sha256 or 'none')[:12]}…, but proposal "
-            f"{pid} is a {row[3]} over base {(row[4] or 'none')[:12]}…",
-            "reload the proposal page and decide on what it shows now",
-        )
-    if d.verdict == "approved" and row[2] <= now_ts():
-        return "expired", Conflict(f"proposal {pid} expired at {row[2]}", "ask the agent to propose again")
-    return None, None
 
 
 def _end_sessions(tx: Tx, name: str) -> int:

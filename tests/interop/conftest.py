@@ -19,6 +19,8 @@ import pytest
 from tests.requirements import require_chromium
 from tests.review_support import CHROMIUM, CHROMIUM_ARGS, free_port, start_up
 
+PASSWORD = "interop password 123"  # the reviewer `gatekeeper up` creates; approving asks for it again
+
 
 @dataclass
 class Stack:
@@ -38,7 +40,7 @@ def stack_for(tmp_path: Path) -> Iterator[object]:
         text = policy.read_text()
         if "review_url:" not in text:
             policy.write_text(text.replace("version: 1\n", f"version: 1\nreview_url: http://127.0.0.1:{port}\n", 1))
-        proc = start_up(home, port, policy, "interop password 123")
+        proc = start_up(home, port, policy, PASSWORD)
         procs.append(proc)
         assert proc.stdout is not None
         output: list[str] = []
@@ -117,6 +119,7 @@ def _decide(browser: Any, stack: Stack, proposal_id: str, reason: str | None) ->
     page.goto(stack.login_link)
     page.goto(f"{stack.base}/proposals/{proposal_id}")
     if reason is None:
+        page.fill("#approve-password", PASSWORD)  # the step-up: the session alone never approves
         page.click("#approve")
     else:
         page.fill("#reason", reason)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypedDict
 
 from fastapi import APIRouter, Depends, Form
 from fastapi.responses import RedirectResponse, Response
 
+from gatekeeper.approval import ApprovalRefused
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.review.access import State, unsafe
 from gatekeeper.review.errors import ReviewError
 from gatekeeper.review.proposals import detail
+from gatekeeper.review.routes.login import FAILURE_WINDOW, MAX_FAILURES
 from gatekeeper.review.state import ReviewState
+from gatekeeper.store.proofs import WRONG_PASSWORD, PasswordProof
 from gatekeeper.store.reviews import Session
 
 router = APIRouter()
@@ -26,8 +30,30 @@ def approve(
     path: Annotated[str, Form()] = "",
     mode: Annotated[str, Form()] = "",
     base_sha256: Annotated[str, Form()] = "",
+    password: Annotated[str, Form()] = "",
 ) -> Response:
-    return decide(state, proposal_id, session, verdict="approved", sha256=sha256, path=path, **bound(mode, base_sha256))
+    # The password typed again (step-up): without it (or a passkey assertion) the store refuses.
+    fields: dict[str, Any] = dict(verdict="approved", sha256=sha256, path=path, rules=state.rules)
+    if not password:
+        return decide(state, proposal_id, session, proof=None, **fields, **bound(mode, base_sha256))
+    # A stolen cookie must not buy unlimited guesses: step-up checks count against the reviewer's
+    # log-in throttle, before the check, as log-ins do.
+    name_key = state.tokens.name_key(session.reviewer)
+    attempt = state.reviews.begin_login_attempt(name_key, MAX_FAILURES, FAILURE_WINDOW)
+    if attempt is None:
+        raise ReviewError(429, "Too many wrong passwords for this reviewer. Wait 15 minutes, then approve again.")
+    wrong: list[bool] = []
+
+    def refused(exc: ApprovalRefused) -> None:
+        wrong.append(exc.reason == WRONG_PASSWORD)
+
+    try:
+        proof = PasswordProof(password)
+        return decide(
+            state, proposal_id, session, proof=proof, on_refused=refused, **fields, **bound(mode, base_sha256)
+        )
+    finally:
+        state.reviews.finish_login_attempt(attempt, not any(wrong))
 
 
 @router.post("/proposals/{proposal_id}/reject")
@@ -56,17 +82,33 @@ def reject(
     )
 
 
-def bound(mode: str, base_sha256: str) -> dict[str, str | None]:
+class Bound(TypedDict):
+    mode: str | None
+    base_sha256: str | None
+
+
+def bound(mode: str, base_sha256: str) -> Bound:
     """The posted mode and base as ``Store.decide`` takes them: an empty field is "not posted"."""
     return {"mode": mode or None, "base_sha256": base_sha256 or None}
 
 
-def decide(state: ReviewState, proposal_id: str, session: Session, **kwargs: Any) -> Response:
-    """The store decides (and refuses with an event); this only translates its answer to HTTP."""
+def decide(
+    state: ReviewState,
+    proposal_id: str,
+    session: Session,
+    on_refused: Callable[[ApprovalRefused], None] | None = None,
+    **kwargs: Any,
+) -> Response:
+    """The store decides (and refuses with an event); this only translates its answer to HTTP.
+    ``on_refused`` hears why an approval's proof was refused (the step-up throttle counts wrong passwords)."""
     try:
         state.store.decide(proposal_id, reviewer=session.reviewer, key=state.home.read_key(), **kwargs)
     except NotFound as exc:
         raise ReviewError(404, str(exc)) from None
+    except ApprovalRefused as exc:
+        if on_refused is not None:
+            on_refused(exc)
+        raise ReviewError(409, str(exc)) from None
     except Conflict as exc:
         raise ReviewError(409, str(exc)) from None
     except InvalidInput as exc:

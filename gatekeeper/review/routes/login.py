@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from gatekeeper.review import auth
+from gatekeeper.review import auth, where
 from gatekeeper.review.access import State, unsafe
 from gatekeeper.review.errors import ReviewError
 from gatekeeper.review.state import ReviewState
@@ -28,7 +28,14 @@ def login_form(request: Request, state: State, error: str | None = None) -> HTML
 def login_page(request: Request, state: ReviewState, error: str | None) -> HTMLResponse:
     """The form, with a fresh CSRF token bound to a signed nonce cookie (there is no session yet)."""
     cookie, token = state.tokens.login_form_cookie()
-    response = state.page(request, "login.html", 401 if error else 200, login_csrf=token, error=error)
+    response = state.page(
+        request,
+        "login.html",
+        401 if error else 200,
+        login_csrf=token,
+        error=error,
+        localhost=None if where.on_localhost(request) else where.localhost_link(request, state),
+    )
     response.set_cookie(auth.LOGIN_COOKIE, cookie, httponly=True, samesite="strict", secure=state.secure, max_age=3600)
     return response
 
@@ -62,7 +69,11 @@ def login(
 
 def logged_in(state: ReviewState, session: Session) -> Response:
     """To the queue, with the session cookie set and the log-in form's cookie gone."""
-    response = RedirectResponse("/", status_code=303)
+    return with_session(state, session, RedirectResponse("/", status_code=303))
+
+
+def with_session(state: ReviewState, session: Session, response: Response) -> Response:
+    """``response`` with the session cookie set and the log-in form's cookie gone."""
     response.set_cookie(
         auth.SESSION_COOKIE,
         state.tokens.session_cookie(session.id),

@@ -8,7 +8,7 @@ import os
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from gatekeeper.review import change, queue, render
+from gatekeeper.review import change, queue, render, where
 from gatekeeper.review.access import ReviewerSession, State
 from gatekeeper.review.proposals import detail, status_filter
 from gatekeeper.store.queries import STATUSES
@@ -26,7 +26,11 @@ def queue_view(
     status: str = "pending",
     server: str = "",
     page_no: int = 1,
+    approved: int = 0,
 ) -> HTMLResponse:
+    moved = where.move_to_localhost(request, state, session)
+    if moved is not None:
+        return moved
     chosen = status_filter(status)
     with state.reader() as r:
         result = queue.queue_page(r, status=chosen, server=server or None, page=max(1, page_no))
@@ -40,11 +44,16 @@ def queue_view(
         server=server,
         statuses=STATUSES,
         servers=all_servers,
+        passkey=where.has_passkey(state, session.reviewer),
+        approved=max(0, approved),
     )
 
 
 @router.get("/proposals/{proposal_id}")
 def proposal_view(request: Request, state: State, session: ReviewerSession, proposal_id: str) -> HTMLResponse:
+    moved = where.move_to_localhost(request, state, session)
+    if moved is not None:
+        return moved
     found = detail(state, proposal_id)
     absolute = os.path.join(found["workspace"], found["path"])
     arguments = json.dumps(json.loads(found["arguments"]), indent=2, ensure_ascii=False).encode("utf-8")
@@ -66,6 +75,8 @@ def proposal_view(request: Request, state: State, session: ReviewerSession, prop
         hex_bytes=change.HEX_BYTES,
         arguments=render.render(arguments),
         events=[{**e, "payload": json.loads(e["payload"])} for e in found["events"]],
+        passkey=where.has_passkey(state, session.reviewer),
+        passkey_only=state.rules.approve_with == "passkey",
     )
 
 

@@ -1,0 +1,182 @@
+"""Passkeys: one-time enrolment links, reviewers' credentials, and the nonces approvals answer.
+
+No HTTP and no WebAuthn parsing here (``gatekeeper.enrolment`` and ``gatekeeper.approval`` do
+that): these are the rows and their audit events. An enrolment token is stored only as its
+sha256, so a copy of the database cannot enrol a passkey.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from gatekeeper.approval import StoredPasskey, Subject, batch_challenge, decision_digest
+from gatekeeper.canonical import format_ts, now_ts, sha256_hex, utc_now
+from gatekeeper.enrolment import NewPasskey
+from gatekeeper.errors import Conflict, InvalidInput, NotFound
+from gatekeeper.store import events as ev
+from gatekeeper.store.proofs import passkey_by_credential
+from gatekeeper.store.tx import Event, Transactions, Tx
+
+ENROLMENT_TTL = timedelta(hours=24)
+CHALLENGE_TTL = timedelta(minutes=5)
+MAX_LABEL = 80
+
+
+@dataclass(frozen=True)
+class Challenge:
+    """An approval attempt's challenge: ask the authenticator to sign ``challenge`` (bytes), then post
+    back ``nonce`` and ``digests`` with the assertion (``approval.Proof``)."""
+
+    nonce: str
+    reviewer: str
+    digests: tuple[str, ...]  # hex, one per proposal, in the order asked for
+    challenge: bytes
+    expires_at: str
+
+
+class Passkeys(Transactions):
+    """The ``passkey``, ``passkey_enrolment`` and ``approval_challenge`` tables."""
+
+    # -- enrolment -----------------------------------------------------------------------------
+
+    def issue_enrolment(self, reviewer: str, actor: str = "cli", ttl: timedelta = ENROLMENT_TTL) -> str:
+        """A one-time enrolment token for an enabled reviewer (the link is ``/enrol/<token>``)."""
+        token = secrets.token_urlsafe(32)
+        with self.transaction() as tx:
+            _enabled(tx, reviewer)
+            expires = format_ts(utc_now() + ttl)
+            row = {"token_sha256": sha256_hex(token.encode()), "reviewer": reviewer, "created_at": now_ts()}
+            tx.insert("passkey_enrolment", {**row, "expires_at": expires})
+            tx.append_event(ev.PASSKEY_ENROLMENT_ISSUED, actor, {"reviewer": reviewer, "expires_at": expires})
+        return token
+
+    def enrolment_reviewer(self, token: str) -> str | None:
+        """Whose enrolment link this is, while it is unused and unexpired (else None)."""
+        with self.transaction() as tx:
+            row = _live_enrolment(tx, token)
+        return None if row is None else str(row[0])
+
+    def redeem_enrolment(self, token: str, new: NewPasskey, label: str, actor: str | None = None) -> Event:
+        """Spend the token and add the verified passkey to its reviewer, with a ``passkey_added`` event."""
+        label = " ".join(label.split())[:MAX_LABEL] or "passkey"
+        with self.transaction() as tx:
+            row = _live_enrolment(tx, token)
+            if row is None:
+                raise Conflict(
+                    "this enrolment link was already used, has expired, or was never issued",
+                    "ask for a new one: `gatekeeper reviewer enrol NAME`",
+                )
+            reviewer = str(row[0])
+            _enabled(tx, reviewer)
+            if passkey_by_credential(tx, new.credential_id) is not None:
+                raise Conflict("this passkey is already enrolled", "use it, or enrol another authenticator")
+            tx.run(
+                "UPDATE passkey_enrolment SET used_at = ? WHERE token_sha256 = ?",
+                (now_ts(), sha256_hex(token.encode())),
+            )
+            tx.insert(
+                "passkey",
+                {
+                    "reviewer": reviewer,
+                    "credential_id": new.credential_id,
+                    "public_key": new.public_key,
+                    "sign_count": new.sign_count,
+                    "aaguid": new.aaguid,
+                    "transports": json.dumps(list(new.transports)),
+                    "label": label,
+                    "created_at": now_ts(),
+                },
+            )
+            payload = {"reviewer": reviewer, "credential_id": new.credential_id, "label": label, "aaguid": new.aaguid}
+            return tx.append_event(ev.PASSKEY_ADDED, actor or f"reviewer:{reviewer}", payload)
+
+    # -- credentials ---------------------------------------------------------------------------
+
+    def passkeys(self, reviewer: str, *, removed: bool = False) -> list[StoredPasskey]:
+        """A reviewer's passkeys, oldest first; the removed ones too if ``removed``."""
+        with self.transaction() as tx:
+            rows = tx.all(
+                "SELECT credential_id FROM passkey WHERE reviewer = ? AND (? OR removed_at IS NULL) ORDER BY id",
+                (reviewer, removed),
+            )
+            found = [passkey_by_credential(tx, r[0]) for r in rows]
+        return [p for p in found if p is not None]
+
+    def passkey(self, credential_id: str) -> StoredPasskey | None:
+        with self.transaction() as tx:
+            return passkey_by_credential(tx, credential_id)
+
+    def remove_passkey(self, reviewer: str, credential_id: str, actor: str = "cli") -> Event:
+        """Remove a passkey for good: approvals made with it before stay valid, later ones are refused."""
+        with self.transaction() as tx:
+            found = passkey_by_credential(tx, credential_id)
+            if found is None or found.reviewer != reviewer:
+                raise NotFound(
+                    f"reviewer {reviewer!r} has no passkey {credential_id!r}",
+                    f"`gatekeeper reviewer passkeys {reviewer}` lists them",
+                )
+            if found.removed_at is not None:
+                raise Conflict(f"that passkey was already removed at {found.removed_at}")
+            tx.run("UPDATE passkey SET removed_at = ? WHERE credential_id = ?", (now_ts(), credential_id))
+            payload = {"reviewer": reviewer, "credential_id": credential_id, "label": found.label}
+            return tx.append_event(ev.PASSKEY_REMOVED, actor, payload)
+
+    def bump_sign_count(self, credential_id: str, sign_count: int) -> bool:
+        """After a verified sign-in assertion: move the counter forward. False when it did not grow
+        (a replay, or a cloned authenticator): the caller refuses the sign-in then."""
+        with self.transaction() as tx:
+            row = tx.first(
+                "SELECT sign_count FROM passkey WHERE credential_id = ? AND removed_at IS NULL", (credential_id,)
+            )
+            if row is None or ((sign_count or row[0]) and sign_count <= row[0]):
+                return False
+            tx.run("UPDATE passkey SET sign_count = ? WHERE credential_id = ?", (sign_count, credential_id))
+        return True
+
+    # -- approval challenges -------------------------------------------------------------------
+
+    def issue_challenge(self, reviewer: str, proposal_ids: Sequence[str], ttl: timedelta = CHALLENGE_TTL) -> Challenge:
+        """A fresh nonce for ``reviewer`` approving these pending proposals, and the digests it binds."""
+        if not proposal_ids or len(set(proposal_ids)) != len(proposal_ids):
+            raise InvalidInput("name each proposal to approve once", "select at least one proposal")
+        nonce = secrets.token_urlsafe(24)
+        with self.transaction() as tx:
+            _enabled(tx, reviewer)
+            digests = tuple(decision_digest(_pending(tx, pid), nonce).hex() for pid in proposal_ids)
+            expires = format_ts(utc_now() + ttl)
+            row = {"nonce": nonce, "reviewer": reviewer, "digests": json.dumps(list(digests)), "created_at": now_ts()}
+            tx.insert("approval_challenge", {**row, "expires_at": expires})
+        challenge = batch_challenge([bytes.fromhex(d) for d in digests])
+        return Challenge(nonce, reviewer, digests, challenge, expires)
+
+
+def _enabled(tx: Tx, reviewer: str) -> None:
+    row = tx.first("SELECT disabled_at FROM reviewer WHERE name = ?", (reviewer,))
+    if row is None or row[0] is not None:
+        raise NotFound(f"no enabled reviewer {reviewer!r}", "`gatekeeper reviewer list` shows them")
+
+
+def _live_enrolment(tx: Tx, token: str) -> tuple[object, ...] | None:
+    return tx.first(
+        "SELECT reviewer FROM passkey_enrolment WHERE token_sha256 = ? AND used_at IS NULL AND expires_at > ?",
+        (sha256_hex(token.encode()), now_ts()),
+    )
+
+
+def _pending(tx: Tx, proposal_id: str) -> Subject:
+    row = tx.first(
+        "SELECT p.mode, p.path, p.base_sha256, p.sha256, p.expires_at, d.id FROM proposal p "
+        "LEFT JOIN decision d ON d.proposal_id = p.id WHERE p.id = ?",
+        (proposal_id,),
+    )
+    if row is None:
+        raise NotFound(f"no proposal {proposal_id}")
+    if row[5] is not None:
+        raise Conflict(f"proposal {proposal_id} is already decided")
+    if row[4] <= now_ts():
+        raise Conflict(f"proposal {proposal_id} expired at {row[4]}", "ask the agent to propose again")
+    return Subject(proposal_id, row[0], row[1], row[2], row[3])
