@@ -128,7 +128,7 @@ async def test_handoff_points_at_the_review_page_and_the_retry_returns_the_path(
         assert p.protocol_version == "2026-07-28"
         result = await p.call_tool("create_note", {"title": "handed off", "body": "x\n"})
     pid = pending_id(home)
-    assert [s.url for s in seen] == [f"http://127.0.0.1:8765/proposals/{pid}"]
+    assert [s.url for s in seen] == [f"http://localhost:8765/proposals/{pid}"]
     assert not result.is_error and result.structured_content["status"] == "committed"
     assert result.structured_content["final_path"].endswith("/notes/handed-off.md")
 

@@ -34,12 +34,13 @@ class Stack:
 def stack_for(tmp_path: Path) -> Iterator[object]:
     """Start `gatekeeper up` for a policy; stop it at the end of the test."""
     procs: list[subprocess.Popen[str]] = []
+    drains: list[threading.Thread] = []
 
     def start(policy: Path) -> Stack:
         home, port = tmp_path / "home", free_port()
         text = policy.read_text()
         if "review_url:" not in text:
-            policy.write_text(text.replace("version: 1\n", f"version: 1\nreview_url: http://127.0.0.1:{port}\n", 1))
+            policy.write_text(text.replace("version: 1\n", f"version: 1\nreview_url: http://localhost:{port}\n", 1))
         proc = start_up(home, port, policy, PASSWORD)
         procs.append(proc)
         assert proc.stdout is not None
@@ -47,7 +48,7 @@ def stack_for(tmp_path: Path) -> Iterator[object]:
         link = ""
         for line in proc.stdout:
             output.append(line.rstrip())
-            if m := re.search(r"(http://127\.0\.0\.1:\d+/login/link\?token=\S+)", line):
+            if m := re.search(r"(http://localhost:\d+/login/link\?token=\S+)", line):
                 link = m.group(1)
             if "Ctrl-C stops" in line:
                 break
@@ -58,13 +59,19 @@ def stack_for(tmp_path: Path) -> Iterator[object]:
                 for line in proc.stdout:  # type: ignore[union-attr]
                     output.append(line.rstrip())
 
-        threading.Thread(target=drain, daemon=True).start()
-        return Stack(home, f"http://127.0.0.1:{port}", link, output)
+        drains.append(threading.Thread(target=drain, daemon=True))
+        drains[-1].start()
+        return Stack(home, f"http://localhost:{port}", link, output)
 
     yield start
     for proc in procs:
         proc.terminate()
         proc.wait(timeout=30)
+    for thread in drains:
+        thread.join(timeout=10)  # each ends at EOF and closes its stdout
+    for proc in procs[len(drains) :]:  # started, but failed before its drain began: close it here,
+        if proc.stdout is not None:  # not in the garbage collector during some later test
+            proc.stdout.close()
 
 
 class BrowserWorker:
