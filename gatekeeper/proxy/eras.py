@@ -121,7 +121,8 @@ def ask_for(request: dict[str, Any], levels: frozenset[str] | None, child_modern
     SDK client's ``debug``: the proxy would drop the rest anyway, and a server asked for debug logs
     does that work on every call (the bundled notes server: ~0.12 ms). A 2025 host gets every log
     line, as handshake-era servers send them unconditionally, so its requests keep ``debug``
-    (``levels`` None); a handshake-era child has no per-request opt-in."""
+    (``levels`` None) until it sets a level with ``logging/setLevel`` (then ``levels`` is that
+    level and above); a handshake-era child has no per-request opt-in."""
     if levels is None or not child_modern:
         return
     meta = request["params"].setdefault("_meta", {})
@@ -129,6 +130,11 @@ def ask_for(request: dict[str, Any], levels: frozenset[str] | None, child_modern
         meta[LOG_LEVEL_META_KEY] = LEVELS[len(LEVELS) - len(levels)]
     else:
         meta.pop(LOG_LEVEL_META_KEY, None)
+
+
+def at_or_above(level: str | None) -> frozenset[str] | None:
+    """The levels a ``logging/setLevel`` to ``level`` lets through (None: no level set, all)."""
+    return None if level is None else frozenset(LEVELS[LEVELS.index(level) :])
 
 
 def log_note(message: Any) -> tuple[str, dict[str, Any] | None]:

@@ -123,7 +123,7 @@ class FastPath(Replies):
             return False  # an envelope on a 2025 connection, or none on a 2026 one: the SDK answers it
         request: dict[str, Any] = {"jsonrpc": "2.0", "id": ours, "method": method, "params": out_params}
         headers = client.stamp(request)
-        eras.ask_for(request, levels, client.modern)
+        eras.ask_for(request, levels if modern else self.proxy.log_levels(), client.modern)
         carrier = downstream.carrier
         if not isinstance(getattr(carrier.tap, "__self__", None), _Tap):  # one tap per carrier, knowing it
             carrier.tap = _Tap(self, carrier).line

@@ -98,6 +98,8 @@ class Replies:
         if not calls or self.proxy.active.get(calls[-1].downstream.name):
             return False  # an SDK-path call in flight there (or none at all): ``Proxy._on_child_log``
         levels = calls[-1].log_levels
+        if levels is None:  # a 2025 host: the level it set with logging/setLevel, if any
+            levels = self.proxy.log_levels()
         level, note = eras.log_note(loads(line))
         if note is None:
             return False

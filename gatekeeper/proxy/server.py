@@ -32,7 +32,7 @@ from gatekeeper import __version__
 from gatekeeper.canonical import new_id
 from gatekeeper.home import Home
 from gatekeeper.policy import RESERVED_TOOL, Policy
-from gatekeeper.proxy import wire
+from gatekeeper.proxy import eras, wire
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Catalog, Route
 from gatekeeper.proxy.completion import Completions, offers_completions
@@ -98,10 +98,12 @@ class Proxy:
             on_list_prompts=self.passthrough.list_prompts,
             on_get_prompt=self.passthrough.get_prompt,
             on_completion=self.completions.complete,
+            on_set_logging_level=self._set_log_level,
         )
         self.server.middleware.append(self._middleware)
         self.fast = FastPath(self)
         self._views: dict[str, ChildView] = {}  # server -> its live client's view
+        self.log_level: str | None = None  # set by a 2025 host's logging/setLevel; None: every line
 
     def fast_route(self, name: str, meta: dict[str, Any] | None) -> tuple[Downstream, str, ChildView] | None:
         """Where an allowed call may go as raw JSON-RPC (proxy/fastpath.py), or None for the SDK path.
@@ -165,6 +167,16 @@ class Proxy:
             view = ChildView.of(client, host.protocol_version)
             self._views[downstream.name] = view
         return view if view.usable else None
+
+    async def _set_log_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        """A 2025 host's ``logging/setLevel``: lines below it are no longer forwarded, and fast calls
+        ask 2026 children for no more than it (``eras.ask_for``)."""
+        self.log_level = params.level
+        return types.EmptyResult()
+
+    def log_levels(self) -> frozenset[str] | None:
+        """What a 2025 host lets through (None: it set no level, so every line)."""
+        return eras.at_or_above(self.log_level)
 
     def host_version(self) -> str | None:
         """The protocol revision of the host's connection, once the SDK server has seen a request."""
@@ -242,7 +254,7 @@ class Proxy:
     async def _on_child_log(self, downstream: Downstream, params: types.LoggingMessageNotificationParams) -> None:
         ctx = self.active.get(downstream.name)
         session = ctx.session if ctx else self.host
-        if session is None:
+        if session is None or params.level not in (self.log_levels() or eras.LEVELS):
             return
         try:
             await session.send_log_message(
