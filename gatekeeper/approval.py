@@ -23,10 +23,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from webauthn import verify_authentication_response
-from webauthn.helpers import parse_authenticator_data, parse_client_data_json
-from webauthn.helpers.exceptions import InvalidAuthenticationResponse
-
 from gatekeeper.canonical import canonical_bytes, canonical_json, sha256_hex
 from gatekeeper.errors import Conflict
 
@@ -288,6 +284,9 @@ def verify_assertion(
             f"the passkey's signature counter did not increase ({data.sign_count} after {current_count}): "
             "the passkey may have been cloned, or the assertion replayed"
         )
+    from webauthn import verify_authentication_response  # here: the store imports this module, the proxy the store
+    from webauthn.helpers.exceptions import InvalidAuthenticationResponse
+
     try:
         verified = verify_authentication_response(
             credential=assertion.credential(),
@@ -306,6 +305,8 @@ def verify_assertion(
 
 
 def _client_data(assertion: Assertion) -> Any:
+    from webauthn.helpers import parse_client_data_json
+
     try:
         return parse_client_data_json(unb64url(assertion.client_data_json))
     except Exception:
@@ -313,6 +314,8 @@ def _client_data(assertion: Assertion) -> Any:
 
 
 def _authenticator_data(assertion: Assertion) -> Any:
+    from webauthn.helpers import parse_authenticator_data
+
     try:
         return parse_authenticator_data(unb64url(assertion.authenticator_data))
     except Exception:

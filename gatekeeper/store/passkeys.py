@@ -12,14 +12,17 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from gatekeeper.approval import StoredPasskey, Subject, batch_challenge, decision_digest
 from gatekeeper.canonical import format_ts, now_ts, sha256_hex, utc_now
-from gatekeeper.enrolment import NewPasskey
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.store import events as ev
 from gatekeeper.store.proofs import passkey_by_credential
 from gatekeeper.store.tx import Event, Transactions, Tx
+
+if TYPE_CHECKING:  # the WebAuthn ceremony module imports webauthn, which the proxy never needs
+    from gatekeeper.enrolment import NewPasskey
 
 ENROLMENT_TTL = timedelta(hours=24)
 CHALLENGE_TTL = timedelta(minutes=5)
