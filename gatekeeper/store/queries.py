@@ -48,7 +48,7 @@ CANDIDATE_SELECT = (
     "d.id AS decision_id, d.verdict, d.reviewer, d.reason, d.sha256 AS decision_sha256, "
     "d.path AS decision_path, d.decided_at, d.signature, p.workspace_real, p.mode, p.base_sha256, "
     "p.base_size, d.mode AS decision_mode, d.base_sha256 AS decision_base_sha256, "
-    "d.method, d.nonce, d.assertion, d.assertion_index, d.assertion_digests, "
+    "d.method, d.nonce, d.assertion, d.assertion_index, d.assertion_digests, d.key_id, "
     "k.credential_id AS passkey_credential, k.reviewer AS passkey_reviewer, k.public_key AS passkey_public_key, "
     "k.label AS passkey_label, k.created_at AS passkey_created_at, k.removed_at AS passkey_removed_at, "
     # '+e.kind' keeps SQLite on the proposal_id index: on the kind index, each lookup scanned

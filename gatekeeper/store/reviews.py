@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from gatekeeper.canonical import format_ts, now_ts, utc_now
 from gatekeeper.store.events import LOGIN, LOGOUT
+from gatekeeper.store.signed_rows import REVIEWER_COLUMNS, reviewer_row_ok
 from gatekeeper.store.store import Store
 
 __all__ = ["Reviews", "Session"]  # event kinds live in store/events.py only
@@ -42,9 +43,12 @@ class Reviews:
         self._ro.close()
 
     def password_hash(self, name: str) -> str | None:
-        """The stored hash of an enabled reviewer, else None (unknown and disabled look alike)."""
-        row = self._one("SELECT password_hash FROM reviewer WHERE name = ? AND disabled_at IS NULL", (name,))
-        return str(row[0]) if row else None
+        """The stored hash of an enabled reviewer whose row is signed by the review side's key, else
+        None (unknown, disabled and a row written by anything else look alike: log-in fails)."""
+        row = self._one(f"SELECT {REVIEWER_COLUMNS} FROM reviewer WHERE name = ? AND disabled_at IS NULL", (name,))
+        if row is None or not reviewer_row_ok(self.store.keyring(), row):
+            return None
+        return str(row[1])
 
     def is_reviewer(self, name: str) -> bool:
         """A name of the reviewer table, enabled or not: safe to name in an event as typed."""
