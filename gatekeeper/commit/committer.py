@@ -216,8 +216,10 @@ class Committer:
         lanes: dict[str, list[tuple[Candidate, bytes, Plan]]] = {}
         for item in ready:
             state = states[item[0].id]
-            if state == "done":
+            if state in ("done", "outcome in chain"):
                 report.finished.add(item[0].id)
+                if state != "done":  # its commit_record row was deleted: never a second time
+                    report.waiting.append(details.outcome_in_chain(item[0].id))
             elif state in ("new", "existing"):
                 lanes.setdefault(item[0].path, []).append(item)  # one path: oldest first, one at a time
         done: dict[str, Result] = {}

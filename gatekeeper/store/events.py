@@ -40,6 +40,10 @@ PASSKEY_ADDED = "passkey_added"
 PASSKEY_REMOVED = "passkey_removed"
 # An approval whose proof (assertion or password) did not hold: nothing was decided; the payload says why.
 APPROVAL_REFUSED = "approval_refused"
+# The review side's Ed25519 signature over the chain head {seq, hash, key_id, signature} (store/checkpoints.py):
+# rewriting history and recomputing every later hash no longer passes `audit verify` without the key.
+CHECKPOINT = "chain_checkpoint"
+KEY_ROTATED = "key_rotated"  # `gatekeeper keys rotate`: {old_key_id, key_id}
 # "The refusal stored as event `first_seq` happened N more times": see gatekeeper/store/refusals.py.
 REFUSAL_REPEATED = "refusal_repeated"
 

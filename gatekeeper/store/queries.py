@@ -15,7 +15,7 @@ from typing import Any
 
 from gatekeeper.canonical import now_ts
 from gatekeeper.store.chain import GENESIS, EventRow
-from gatekeeper.store.events import COMMIT_INTENT
+from gatekeeper.store.events import CHECKPOINT, COMMIT_INTENT
 from gatekeeper.store.version import BUSY_TIMEOUT_MS
 
 STATUSES = ("pending", "expired", "rejected", "approved", "committed", "conflict", "refused", "failed")
@@ -257,6 +257,15 @@ class Reader:
     def head(self) -> tuple[int, str]:
         row = self._conn.execute("SELECT seq, hash FROM audit_event ORDER BY seq DESC LIMIT 1").fetchone()
         return (row[0], row[1]) if row else (0, GENESIS)
+
+    def checkpoints(self) -> list[tuple[int, str, str | None]]:
+        """Every signed checkpoint (``audit.checkpoints``): its seq, its payload, and the stored hash
+        of the event at the seq it names (None: no such event any more)."""
+        return self._conn.execute(
+            "SELECT e.seq, e.payload, t.hash FROM audit_event e "
+            "LEFT JOIN audit_event t ON t.seq = json_extract(e.payload, '$.seq') WHERE e.kind = ? ORDER BY e.seq",
+            (CHECKPOINT,),
+        ).fetchall()
 
     def event_count(self) -> int:
         """Rows in the log, counted apart from the chain (which stops at the first bad row)."""
