@@ -77,21 +77,21 @@ def test_an_approved_proposal_moved_to_another_servers_workspace_is_refused(worl
 
 
 def test_a_decision_copied_to_another_proposal_is_refused(world: World) -> None:
-    approved = world.propose("notes/a.md", b"approved\n")
-    target = world.propose("notes/b.md", b"never approved\n", verdict=None)
-    ((sha, path),) = world.db_rows("SELECT sha256, path FROM proposal WHERE id = ?", target)
+    """The copy is word for word but its proposal id, onto a proposal of the same tool, path and bytes:
+    only the proposal id in the signed message tells them apart."""
+    approved = world.propose("notes/a.md", b"same\n")
+    target = world.propose("notes/a.md", b"same\n", verdict=None)  # the agent asked again
     with unguarded(world.home.db_path) as conn:
         conn.execute(
             "INSERT INTO decision (proposal_id, verdict, reviewer, reason, sha256, path, decided_at, signature, mode, "
-            "base_sha256, method, key_id) SELECT ?, verdict, reviewer, reason, ?, ?, decided_at, signature, mode, "
-            "base_sha256, method, key_id FROM decision WHERE proposal_id = ?",
-            (target, sha, path, approved),
+            "base_sha256, method, key_id) SELECT ?, verdict, reviewer, reason, sha256, path, decided_at, signature, "
+            "mode, base_sha256, method, key_id FROM decision WHERE proposal_id = ?",
+            (target, approved),
         )
     assert run_commit(world).code == 0
     assert world.outcome(approved)[0] == "created"  # type: ignore[index]
     kind, detail, _ = world.outcome(target)  # type: ignore[misc]
     assert kind == "refused" and "signature does not verify" in detail
-    assert not (world.workspace / "notes" / "b.md").exists()
 
 
 def test_a_deleted_commit_record_does_not_create_the_file_again(world: World) -> None:

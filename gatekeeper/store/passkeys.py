@@ -97,6 +97,7 @@ class Passkeys(Transactions):
                 },
             )
             payload = {"reviewer": reviewer, "credential_id": new.credential_id, "label": label, "aaguid": new.aaguid}
+            payload |= signed
             return tx.append_event(ev.PASSKEY_ADDED, actor or f"reviewer:{reviewer}", payload)
 
     # -- credentials ---------------------------------------------------------------------------
@@ -136,7 +137,7 @@ class Passkeys(Transactions):
                 "WHERE credential_id = :c",
                 {"at": at, "c": credential_id, **signed},
             )
-            payload = {"reviewer": reviewer, "credential_id": credential_id, "label": found.label}
+            payload = {"reviewer": reviewer, "credential_id": credential_id, "label": found.label, **signed}
             return tx.append_event(ev.PASSKEY_REMOVED, actor, payload)
 
     def bump_sign_count(self, credential_id: str, sign_count: int) -> bool:
