@@ -87,6 +87,9 @@ def test_init_creates_private_home_db_and_key(tmp_path: Path) -> None:
     assert "already initialised" in run("init", home=target)
     assert len(jsonl(run("audit", "log", "--json", home=target))) == 1
     assert (target / "secret.key").read_bytes() == key  # never replaced
+    private = target / "keys" / "decision-ed25519"  # the Ed25519 key pair (issue 15), made once too
+    assert oct(private.stat().st_mode & 0o777) == "0o600" and oct((target / "keys").stat().st_mode & 0o777) == "0o700"
+    assert len(list((target / "keys").glob("*.pub"))) == 1 and "decision key" in out
 
 
 def test_home_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
