@@ -24,7 +24,7 @@ from gatekeeper.passwords import hash_password
 from gatekeeper.store.chain import GENESIS, event_hash
 from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import Store
-from tests.commit_support import World, make_world, run_commit
+from tests.commit_support import World, make_world, run_commit, wait_for
 from tests.helpers import PROOF, add_reviewer, draft
 from tests.review_support import PASSWORD, Page, decisions, event_count, hashed, review_app
 
@@ -119,6 +119,7 @@ def test_a_replaced_password_hash_neither_logs_in_nor_approves(home: Home) -> No
         assert Page(site).login("alice", MALLORY).status_code != 303
         assert Page(site).login("alice", PASSWORD).status_code != 303  # the row is not alice's any more either
     assert event_count(home, "login") == logins
+    assert event_count(home, "reviewer_row_refused") == 2  # each attempt says why, in the log
     with Store(home.db_path) as store, pytest.raises(Conflict, match="not signed by the review key"):
         store.decide(
             p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path=p_path(), proof=PasswordProof(MALLORY)
@@ -139,6 +140,8 @@ def test_an_inserted_reviewer_row_neither_logs_in_nor_approves(home: Home) -> No
         )
     with review_app(home) as site:
         assert Page(site).login("mallory", MALLORY).status_code != 303
+        wait_for(lambda: event_count(home, "chain_checkpoint") == 1)  # the page signs the head at start
+    assert event_count(home, "chain_checkpoint") == 1
     with Store(home.db_path) as store, pytest.raises(Conflict, match="not signed by the review key"):
         store.decide(
             p.id, verdict="approved", reviewer="mallory", sha256=p.sha256, path=p_path(), proof=PasswordProof(MALLORY)

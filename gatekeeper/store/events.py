@@ -19,6 +19,8 @@ COMMIT_OUTCOME = "commit_outcome"
 REVIEWER_ADDED = "reviewer_added"
 REVIEWER_DISABLED = "reviewer_disabled"
 REVIEWER_PASSWORD = "reviewer_password_changed"
+# A reviewer row whose Ed25519 signature does not verify met at log-in (store/signed_rows.py): {reviewer, why}.
+REVIEWER_ROW_REFUSED = "reviewer_row_refused"
 TOOL_PINNED = "tool_pinned"
 TOOL_DEFINITION_CHANGED = "tool_definition_changed"
 TOOL_CHANGE_ACCEPTED = "tool_change_accepted"
