@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 
 from gatekeeper.canonical import format_ts, utc_now  # noqa: E402
 from gatekeeper.commit.committer import Committer, PolicySource  # noqa: E402
-from gatekeeper.home import Home  # noqa: E402
+from gatekeeper.home import Home, ensure_keys  # noqa: E402
 from gatekeeper.store import migrate  # noqa: E402
 from gatekeeper.store.proofs import PasswordProof  # noqa: E402
 from gatekeeper.store.queries import Reader  # noqa: E402
@@ -79,6 +79,7 @@ def make_bed(root: Path) -> Bed:
     home.create()
     home.ensure_key()
     migrate.upgrade(home.db_path)
+    ensure_keys(home)
     workspace = root / "workspace"
     workspace.mkdir()
     policy = root / "policy.yaml"
@@ -114,8 +115,8 @@ def propose(bed: Bed, store: Store, i: int, *, approve: bool = True, base: bytes
 
 def approve_one(bed: Bed, store: Store, pid: str, sha: str, path: str, base: bytes | None = None) -> None:
     change = {} if base is None else {"mode": "replace", "base_sha256": hashlib.sha256(base).hexdigest()}
-    key, proof = bed.home.read_key(), PasswordProof(REVIEWER_PASSWORD)  # every approval carries proof (issue 14)
-    store.decide(pid, verdict="approved", reviewer="alice", sha256=sha, path=path, key=key, proof=proof, **change)
+    proof = PasswordProof(REVIEWER_PASSWORD)  # every approval carries proof (issue 14)
+    store.decide(pid, verdict="approved", reviewer="alice", sha256=sha, path=path, proof=proof, **change)
 
 
 def replace_rate(root: Path, n: int, batch: int) -> float:

@@ -20,7 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from gatekeeper.canonical import format_ts, utc_now
-from gatekeeper.home import Home
+from gatekeeper.home import Home, ensure_keys
 from gatekeeper.store import migrate
 from gatekeeper.store.store import ProposalDraft
 
@@ -148,6 +148,7 @@ def make_home(path: Path) -> Home:
     home.create()
     home.ensure_key()
     migrate.upgrade(home.db_path)
+    ensure_keys(home)
     return home
 
 

@@ -14,8 +14,12 @@ import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gatekeeper.errors import GatekeeperError, HomeMissing
+
+if TYPE_CHECKING:  # cryptography loads only where keys are used, not in the proxy
+    from gatekeeper.keys import Keys
 
 ENV_HOME = "GATEKEEPER_HOME"
 DB_NAME = "gatekeeper.db"
@@ -70,6 +74,13 @@ class Home:
     @property
     def key_path(self) -> Path:
         return self.path / KEY_NAME
+
+    @property
+    def keys(self) -> Keys:
+        """The Ed25519 keys (``gatekeeper.keys``): a private one on the review side, public ones everywhere."""
+        from gatekeeper.keys import KEYS_DIR, Keys
+
+        return Keys(self.path / KEYS_DIR)
 
     @property
     def lock_path(self) -> Path:
@@ -194,7 +205,8 @@ def setup_home(home: Home, actor: str, by: str) -> SetupResult:
     created_db = home.ensure_db_file()
     tightened = tuple(home.tighten_db_files())
     before = migrate.upgrade(home.db_path)
-    result = SetupResult(created_home, created_key, created_db, tuple(before.pending), tightened)
+    created_keys = ensure_keys(home)
+    result = SetupResult(created_home, created_key or created_keys, created_db, tuple(before.pending), tightened)
     if result.changed:
         with Store(home.db_path) as store:
             store.append_event(
@@ -211,3 +223,23 @@ def setup_home(home: Home, actor: str, by: str) -> SetupResult:
                 },
             )
     return result
+
+
+def ensure_keys(home: Home) -> bool:
+    """Make the home's first Ed25519 key pair if it has no keys (``gatekeeper init``, or the review
+    page's first start on an older home); True when made now.
+
+    Decisions so far were HMAC-signed: their highest id is kept with the keys. Reviewer and passkey
+    rows made before keys existed are signed as they are now (trusted on first use).
+    """
+    from gatekeeper.store import migrate
+    from gatekeeper.store.signed_rows import sign_unsigned
+    from gatekeeper.store.store import Store
+
+    if not home.keys.ensure(hmac_until=migrate.max_decision_id(home.db_path)):
+        return False
+    with Store(home.db_path) as store:
+        signer = store.signer()
+        with store.transaction() as tx:
+            sign_unsigned(tx, signer)
+    return True

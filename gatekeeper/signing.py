@@ -1,7 +1,13 @@
-"""HMAC signatures over decisions, with the key in ``secret.key``.
+"""The canonical messages Gatekeeper signs, and the HMAC of decisions made before Ed25519.
 
-The committer re-checks the signature before writing, so a decision row inserted by
-anything other than the review code path (which holds the key) is refused.
+Since migration 0008 a decision, a reviewer row, a passkey row and a chain checkpoint are signed
+with the review side's Ed25519 key (``gatekeeper.keys``) over the messages below; committers and
+``audit verify`` hold only public keys. A decision's message covers everything the committer acts
+on, read from the proposal row (server, tool, workspace and its real path, path, mode, base and
+result sha256) and from the decision (verdict, reviewer, reason, time, proof), plus the key id.
+
+What follows is the older HMAC (``secret.key``), kept only to verify decisions made before the
+first Ed25519 key (their ids are at most ``Keys.legacy_hmac_until``); new decisions never use it.
 
 A decision on a proposal that recorded its workspace's real path (migration 0004) also signs
 that path, so the approval names the folder the reviewer was shown. Older decisions were signed
@@ -22,10 +28,61 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from dataclasses import asdict, dataclass
 
-from gatekeeper.canonical import canonical_bytes
+from gatekeeper.canonical import canonical_bytes, sha256_hex
 
 DECISION_PURPOSE = "gatekeeper.decision.v1"
+DECISION_V2 = "gatekeeper.decision.v2"
+REVIEWER_PURPOSE = "gatekeeper.reviewer.v1"
+PASSKEY_PURPOSE = "gatekeeper.passkey.v1"
+CHECKPOINT_PURPOSE = "gatekeeper.checkpoint.v1"
+
+
+@dataclass(frozen=True)
+class DecisionFacts:
+    """Everything an Ed25519 decision signature covers (None where a column is NULL)."""
+
+    proposal_id: str
+    server: str
+    tool: str
+    workspace: str
+    workspace_real: str | None
+    path: str
+    mode: str | None  # always set by the review page since 0008; a NULL written later must not verify
+    base_sha256: str | None
+    sha256: str
+    verdict: str
+    reviewer: str
+    reason: str | None
+    decided_at: str
+    method: str | None = None
+    nonce: str | None = None
+    assertion_sha256: str | None = None
+
+    def message(self, key_id: str) -> bytes:
+        return canonical_bytes({"purpose": DECISION_V2, "key_id": key_id, **asdict(self)})
+
+
+def reviewer_message(key_id: str, name: str, password_hash: str, created_at: str, disabled_at: str | None) -> bytes:
+    """A reviewer row as signed: who, the password hash, and whether (since when) disabled."""
+    fields = {"name": name, "password_hash": password_hash, "created_at": created_at, "disabled_at": disabled_at}
+    return canonical_bytes({"purpose": REVIEWER_PURPOSE, "key_id": key_id, **fields})
+
+
+def passkey_message(
+    key_id: str, reviewer: str, credential_id: str, public_key: bytes, created_at: str, removed_at: str | None
+) -> bytes:
+    """A passkey row as signed (not its sign counter, which moves with every use)."""
+    fields: dict[str, str | None] = {"reviewer": reviewer, "credential_id": credential_id}
+    fields["public_key_sha256"] = sha256_hex(public_key)
+    fields |= {"created_at": created_at, "removed_at": removed_at}
+    return canonical_bytes({"purpose": PASSKEY_PURPOSE, "key_id": key_id, **fields})
+
+
+def checkpoint_message(key_id: str, seq: int, head_hash: str) -> bytes:
+    """A chain head as a checkpoint signs it: the event at ``seq`` has hash ``head_hash``."""
+    return canonical_bytes({"purpose": CHECKPOINT_PURPOSE, "key_id": key_id, "seq": seq, "hash": head_hash})
 
 
 def decision_message(

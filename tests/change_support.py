@@ -57,7 +57,6 @@ class Place:
                 reviewer="alice",
                 sha256=p.sha256,
                 path=path,
-                key=self.home.read_key(),
                 mode=mode,
                 base_sha256=None if base is None else sha256_hex(base),
                 proof=PROOF,

@@ -147,7 +147,7 @@ class World:
             )
             reason = "no, thanks" if verdict == "rejected" else None
             s.decide(
-                pid, verdict=verdict, reviewer="alice", sha256=sha, path=path, key=self.key, reason=reason,
+                pid, verdict=verdict, reviewer="alice", sha256=sha, path=path, reason=reason,
                 mode=mode, base_sha256=base_sha, proof=PROOF,
             )  # fmt: skip
         finally:

@@ -4,7 +4,9 @@ with a deadline (never a bare sleep) for something another process does."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import queue
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +18,8 @@ import anyio
 from argon2 import PasswordHasher
 
 from gatekeeper.canonical import format_ts, utc_now
-from gatekeeper.home import Home
+from gatekeeper.home import Home, ensure_keys
+from gatekeeper.signing import DecisionFacts
 from gatekeeper.store import migrate
 from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import ProposalDraft, Store
@@ -95,6 +98,7 @@ def make_home(path: Path) -> Home:
     home.create()
     home.ensure_key()
     migrate.upgrade(home.db_path)
+    ensure_keys(home)
     return home
 
 
@@ -153,3 +157,25 @@ def record_commit(store: Store, proposal_id: str, outcome: str, **fields: str | 
     assert store.record_commit_outcomes([{"proposal_id": proposal_id, "outcome": outcome, **fields}]) == {
         proposal_id: True
     }
+
+
+def signed_decision(home: Home, proposal_id: str) -> tuple[DecisionFacts, str, str]:
+    """A decision as its Ed25519 signature covers it, rebuilt from the rows: (facts, key id, signature)."""
+    conn = sqlite3.connect(home.db_path)
+    try:
+        row = conn.execute(
+            "SELECT p.id, p.server, p.tool, p.workspace, p.workspace_real, d.path, d.mode, d.base_sha256, d.sha256, "
+            "d.verdict, d.reviewer, d.reason, d.decided_at, d.method, d.nonce, d.assertion, d.key_id, d.signature "
+            "FROM decision d JOIN proposal p ON p.id = d.proposal_id WHERE p.id = ?",
+            (proposal_id,),
+        ).fetchone()
+    finally:
+        conn.close()
+    assertion_sha = None if row[15] is None else hashlib.sha256(row[15].encode()).hexdigest()
+    return DecisionFacts(*row[:15], assertion_sha256=assertion_sha), row[16], row[17]
+
+
+def predate_keys(home: Home) -> None:
+    """Record every decision id as made before the home's Ed25519 keys: HMAC rows written by a test
+    then stand for decisions an older Gatekeeper signed (``Keys.legacy_hmac_until``)."""
+    (home.keys.folder / "hmac-until").write_text(f"{10**9}\n")

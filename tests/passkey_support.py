@@ -45,7 +45,6 @@ def approve(
         reviewer=reviewer,
         sha256=p.sha256,
         path=path,
-        key=home.read_key(),
         proof=proof,
         rules=kw.pop("rules", RULES),
         **kw,

@@ -23,9 +23,7 @@ STATEMENTS = {
 def populated(home: Home, store: Store) -> Home:
     add_reviewer(store)
     p = store.propose(draft())
-    store.decide(
-        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key(), proof=PROOF
-    )
+    store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", proof=PROOF)
     record_commit(store, p.id, "conflict", detail="test")
     return home
 
@@ -52,7 +50,16 @@ def test_reviewers_are_never_deleted_and_a_disable_is_final(populated: Home, sto
     conn.rollback()
     store.disable_reviewer("alice")
     with pytest.raises(sqlite3.IntegrityError, match="final"):
-        conn.execute("UPDATE reviewer SET disabled_at = NULL")
+        conn.execute("UPDATE reviewer SET disabled_at = NULL, signature = 'new'")
+
+
+def test_a_signed_reviewer_or_passkey_column_changes_only_with_a_new_signature(populated: Home) -> None:
+    """Guard triggers (migration 0008): the naive write, a new password hash under the old signature, fails."""
+    conn = sqlite3.connect(populated.db_path)
+    with pytest.raises(sqlite3.IntegrityError, match="needs a new signature"):
+        conn.execute("UPDATE reviewer SET password_hash = 'x'")
+    with pytest.raises(sqlite3.IntegrityError, match="needs a new signature"):
+        conn.execute("UPDATE reviewer SET disabled_at = '2026-01-01T00:00:00.000000Z'")
 
 
 def test_passkey_rows_only_move_forward(populated: Home, store: Store) -> None:
@@ -85,5 +92,5 @@ def test_passkey_rows_only_move_forward(populated: Home, store: Store) -> None:
     conn.rollback()  # release the write lock the refused statements' transaction holds
     store.remove_passkey("alice", auth.credential_b64)
     with pytest.raises(sqlite3.IntegrityError, match="removed_at"):
-        conn.execute("UPDATE passkey SET removed_at = NULL")
+        conn.execute("UPDATE passkey SET removed_at = NULL, signature = 'new'")
     conn.close()

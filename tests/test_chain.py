@@ -59,7 +59,6 @@ def _populate(home: Home, n: int = 6) -> None:
                     reviewer="alice",
                     sha256=p.sha256,
                     path=f"notes/{i}.md",
-                    key=home.read_key(),
                     proof=PROOF,
                 )
 

@@ -38,7 +38,6 @@ def jsonl(text: str) -> list[dict]:
 @pytest.fixture
 def filled(home: Home) -> dict[str, str]:
     """pending, approved, rejected, committed and conflict proposals on two servers."""
-    key = home.read_key()
     ids: dict[str, str] = {}
     with Store(home.db_path) as s:
         add_reviewer(s)
@@ -61,7 +60,6 @@ def filled(home: Home) -> dict[str, str]:
                 reason="no" if name == "rejected" else None,
                 sha256=p.sha256,
                 path=f"notes/{name}.md",
-                key=key,
                 proof=PROOF,
             )
             if name in ("committed", "conflict"):
@@ -89,6 +87,9 @@ def test_init_creates_private_home_db_and_key(tmp_path: Path) -> None:
     assert "already initialised" in run("init", home=target)
     assert len(jsonl(run("audit", "log", "--json", home=target))) == 1
     assert (target / "secret.key").read_bytes() == key  # never replaced
+    private = target / "keys" / "decision-ed25519"  # the Ed25519 key pair (issue 15), made once too
+    assert oct(private.stat().st_mode & 0o777) == "0o600" and oct((target / "keys").stat().st_mode & 0o777) == "0o700"
+    assert len(list((target / "keys").glob("*.pub"))) == 1 and "decision key" in out
 
 
 def test_home_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -353,14 +354,11 @@ def test_verify_names_the_tampered_row(home: Home, filled: dict[str, str]) -> No
 def test_verify_files_reports_missing_and_changed(home: Home, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    key = home.read_key()
     with Store(home.db_path) as s:
         add_reviewer(s)
         for name in ("kept", "changed", "missing"):
             p = s.propose(draft(f"{name}.md", f"{name}\n".encode()))
-            s.decide(
-                p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path=f"{name}.md", key=key, proof=PROOF
-            )
+            s.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path=f"{name}.md", proof=PROOF)
             (ws / f"{name}.md").write_text(f"{name}\n")
             record_commit(s, p.id, "created", observed_sha256=p.sha256, final_path=str(ws / f"{name}.md"))
     assert "0 problem(s)" in run("audit", "verify", "--files")

@@ -201,7 +201,6 @@ async def test_outcome_reaches_the_host_through_proposal_status(tmp_path: Path, 
                     reviewer="alice",
                     sha256=summary["sha256"],
                     path=summary["destination"],
-                    key=home.read_key(),
                     proof=PROOF,
                 )
         (workspace / "notes" / "clash.md").write_text("someone was faster\n")

@@ -27,7 +27,7 @@ import pytest
 from gatekeeper.canonical import canonical_bytes
 from gatekeeper.commit import syscalls
 from tests.commit_support import Committer, World, commit_env, make_world, run_commit, snapshot, wait_for
-from tests.helpers import draft
+from tests.helpers import draft, predate_keys
 
 RESOLVERS = {"openat2": {}, "walk": {"GATEKEEPER_NO_OPENAT2": "1"}}
 
@@ -269,6 +269,7 @@ def test_an_approval_signed_before_0004_still_commits(world: World, resolver: di
         "decided_at": decided_at,
     }
     signature = hmac.new(world.key, canonical_bytes(old_format), hashlib.sha256).hexdigest()
+    predate_keys(world.home)
     with sqlite3.connect(world.home.db_path) as conn:
         conn.execute(
             "INSERT INTO decision (proposal_id, verdict, reviewer, reason, sha256, path, decided_at, signature) "

@@ -31,7 +31,6 @@ def approved(store: Store, home: Home, path: str, verdict: str = "approved") -> 
         reviewer="alice",
         sha256=p.sha256,
         path=path,
-        key=home.read_key(),
         reason=reason,
         proof=PROOF,
     )

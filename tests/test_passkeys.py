@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from gatekeeper import signing
 from gatekeeper.approval import (
     ApprovalRefused,
     Assertion,
@@ -57,17 +56,23 @@ def test_enrol_then_approve_one(home: Home, store: Store, alice: SoftAuthenticat
     )
     assert (method, nonce, index, json.loads(digests)) == ("passkey", challenge.nonce, 0, list(challenge.digests))
     assert Assertion.from_json(assertion).credential_id == alice.credential_b64
-    # The HMAC covers method, nonce and the assertion's digest (the message written out by hand here,
-    # as the signing code must build it): strip or swap any of them and it fails.
+    # The Ed25519 signature covers method, nonce and the assertion's digest (the message written out by
+    # hand here, as the signing code must build it): strip or swap any of them and it fails.
+    ((server, tool, workspace, real, kid),) = rows(
+        home, "SELECT p.server, p.tool, p.workspace, p.workspace_real, d.key_id FROM proposal p JOIN decision d"
+    )
     message = {
-        "purpose": "gatekeeper.decision.v1",
+        "purpose": "gatekeeper.decision.v2",
+        "key_id": kid,
         **dict(proposal_id=p.id, verdict="approved", reviewer="alice", reason=None, sha256=p.sha256, path=PATH),
+        **dict(server=server, tool=tool, workspace=workspace, workspace_real=real),
         **dict(decided_at=decided_at, mode="create", base_sha256=None),
         **dict(method="passkey", nonce=nonce, assertion_sha256=sha256_hex(assertion.encode())),
     }
-    assert signing.verify(home.read_key(), canonical_bytes(message), signature)
+    keyring = home.keys.keyring()
+    assert keyring.verify(kid, canonical_bytes(message), signature)
     for stripped in ("method", "nonce", "assertion_sha256"):
-        assert not signing.verify(home.read_key(), canonical_bytes({**message, stripped: None}), signature)
+        assert not keyring.verify(kid, canonical_bytes({**message, stripped: None}), signature)
     assert rows(home, "SELECT sign_count FROM passkey") == [(1,)]
     assert rows(home, "SELECT used_at IS NOT NULL FROM approval_challenge") == [(1,)]
 
@@ -77,7 +82,7 @@ def test_a_batch_of_five_with_one_assertion(home: Home, store: Store, alice: Sof
     challenge = store.issue_challenge("alice", [p.id for p in proposed])
     proof = sign(alice, challenge)
     shown = [Shown(p.id, p.sha256, f"notes/{i}.md") for i, p in enumerate(proposed)]
-    events = store.approve_batch(shown, reviewer="alice", key=home.read_key(), proof=proof, rules=RULES)
+    events = store.approve_batch(shown, reviewer="alice", proof=proof, rules=RULES)
     assert len(events) == 5
     stored = rows(home, "SELECT proposal_id, assertion_index, assertion, nonce FROM decision ORDER BY assertion_index")
     assert [(r[0], r[1]) for r in stored] == [(p.id, i) for i, p in enumerate(proposed)]
@@ -244,9 +249,7 @@ def test_refused_with_an_event_and_nothing_decided(
 
 def test_a_rejection_needs_only_the_session(home: Home, store: Store, alice: SoftAuthenticator) -> None:
     p = store.propose(draft())
-    store.decide(
-        p.id, verdict="rejected", reason="no", reviewer="alice", sha256=p.sha256, path=PATH, key=home.read_key()
-    )
+    store.decide(p.id, verdict="rejected", reason="no", reviewer="alice", sha256=p.sha256, path=PATH)
     assert rows(home, "SELECT verdict, method FROM decision") == [("rejected", None)]
 
 

@@ -5,6 +5,7 @@ key, so only the assertion check can catch it) is refused with nothing written, 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -15,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from gatekeeper import signing
 from gatekeeper.approval import Assertion
 from gatekeeper.canonical import canonical_bytes, sha256_hex
+from gatekeeper.signing import DecisionFacts
 from gatekeeper.store.decisions import Shown
 from tests.commit_support import World, make_world, run_commit
-from tests.helpers import PROOF
+from tests.helpers import PROOF, predate_keys, signed_decision
 from tests.passkey_support import RULES, enrol, sign
 from tests.webauthn_authenticator import SoftAuthenticator
 
@@ -42,7 +43,7 @@ def passkey_approved(world: World, auth: SoftAuthenticator, paths: list[str]) ->
     with world.store() as s:
         proof = sign(auth, s.issue_challenge("alice", pids))
         shown = [Shown(pid, *world.db_rows("SELECT sha256, path FROM proposal WHERE id = ?", pid)[0]) for pid in pids]
-        s.approve_batch(shown, reviewer="alice", key=world.key, proof=proof, rules=RULES)
+        s.approve_batch(shown, reviewer="alice", proof=proof, rules=RULES)
     return pids
 
 
@@ -80,37 +81,18 @@ def test_a_batch_approved_with_one_assertion_is_committed(world: World, alice: S
 
 
 def _alter_assertion(world: World, pid: str, assertion: Assertion) -> None:
-    """What someone with the database and secret.key could do: swap the stored assertion and sign
-    the decision again, so the HMAC verifies and only the assertion check is left to notice."""
-    conn = sqlite3.connect(world.home.db_path)
-    row = conn.execute(
-        "SELECT verdict, reviewer, reason, sha256, path, decided_at, mode, base_sha256, method, nonce "
-        "FROM decision WHERE proposal_id = ?",
-        (pid,),
-    ).fetchone()
-    ((real,),) = world.db_rows("SELECT workspace_real FROM proposal WHERE id = ?", pid)
+    """What someone with the database and the review side's private key could do: swap the stored
+    assertion and sign the decision again, so the signature verifies and only the assertion check
+    is left to notice."""
     text = assertion.to_json()
-    message = signing.decision_message(
-        proposal_id=pid,
-        verdict=row[0],
-        reviewer=row[1],
-        reason=row[2],
-        sha256=row[3],
-        path=row[4],
-        decided_at=row[5],
-        workspace_real=real,
-        mode=row[6],
-        base_sha256=row[7],
-        method=row[8],
-        nonce=row[9],
-        assertion_sha256=sha256_hex(text.encode()),
+    facts, _, _ = signed_decision(world.home, pid)
+    signer = world.home.keys.signer()
+    signature = signer.sign(
+        dataclasses.replace(facts, assertion_sha256=sha256_hex(text.encode())).message(signer.key_id)
     )
-    with conn:
+    with sqlite3.connect(world.home.db_path) as conn:
         conn.execute("DROP TRIGGER decision_no_update")
-        conn.execute(
-            "UPDATE decision SET assertion = ?, signature = ? WHERE proposal_id = ?",
-            (text, signing.sign(world.key, message), pid),
-        )
+        conn.execute("UPDATE decision SET assertion = ?, signature = ? WHERE proposal_id = ?", (text, signature, pid))
         conn.execute(
             "CREATE TRIGGER decision_no_update BEFORE UPDATE ON decision "
             "BEGIN SELECT RAISE(ABORT, 'decision is append-only: UPDATE refused'); END"
@@ -148,7 +130,7 @@ def test_approve_with_passkey_refuses_a_password_approval(world: World, alice: S
     pid = world.propose("notes/pw.md", b"pw\n", verdict=None)
     ((sha,),) = world.db_rows("SELECT sha256 FROM proposal WHERE id = ?", pid)
     with world.store() as s:
-        s.decide(pid, verdict="approved", reviewer="bob", sha256=sha, path="notes/pw.md", key=world.key, proof=PROOF)
+        s.decide(pid, verdict="approved", reviewer="bob", sha256=sha, path="notes/pw.md", proof=PROOF)
     signed = passkey_approved(world, alice, ["notes/pk.md"])
     _passkey_only(world)
     assert run_commit(world).code == 0
@@ -161,17 +143,18 @@ def test_approve_with_passkey_refuses_a_password_approval(world: World, alice: S
 def test_a_passkey_method_without_its_assertion_is_refused(world: World) -> None:
     """A row that says 'passkey' but carries no assertion (signed with the key): refused."""
     pid = world.propose("notes/x.md", b"x\n", verdict=None)
-    ((sha, real),) = world.db_rows("SELECT sha256, workspace_real FROM proposal WHERE id = ?", pid)
-    at = "2026-12-01T00:00:00.000000Z"
-    fields = dict(proposal_id=pid, verdict="approved", reviewer="alice", reason=None, sha256=sha, path="notes/x.md")
-    message = signing.decision_message(
-        **fields, decided_at=at, workspace_real=real, mode="create", base_sha256=None, method="passkey"
+    ((sha, real, server, tool, ws),) = world.db_rows(
+        "SELECT sha256, workspace_real, server, tool, workspace FROM proposal WHERE id = ?", pid
     )
+    at = "2026-12-01T00:00:00.000000Z"
+    facts = DecisionFacts(pid, server, tool, ws, real, "notes/x.md", "create", None, sha, "approved", "alice", None, at)
+    signer = world.home.keys.signer()
+    signature = signer.sign(dataclasses.replace(facts, method="passkey").message(signer.key_id))
     with sqlite3.connect(world.home.db_path) as conn:
         conn.execute(
-            "INSERT INTO decision (proposal_id, verdict, reviewer, sha256, path, decided_at, signature, mode, method) "
-            "VALUES (?, 'approved', 'alice', ?, 'notes/x.md', ?, ?, 'create', 'passkey')",
-            (pid, sha, at, signing.sign(world.key, message)),
+            "INSERT INTO decision (proposal_id, verdict, reviewer, sha256, path, decided_at, signature, mode, method, "
+            "key_id) VALUES (?, 'approved', 'alice', ?, 'notes/x.md', ?, ?, 'create', 'passkey', ?)",
+            (pid, sha, at, signature, signer.key_id),
         )
     assert run_commit(world).code == 0
     kind, detail, _ = world.outcome(pid)  # type: ignore[misc]
@@ -199,6 +182,7 @@ def test_a_decision_signed_as_in_0006_still_commits_under_any(world: World, appr
         "base_sha256": None,
     }
     signature = hmac.new(world.key, canonical_bytes(old), hashlib.sha256).hexdigest()
+    predate_keys(world.home)
     with sqlite3.connect(world.home.db_path) as conn:
         conn.execute(
             "INSERT INTO decision (proposal_id, verdict, reviewer, sha256, path, decided_at, signature, mode) "

@@ -49,7 +49,6 @@ def decide(home: Home, pid: str, verdict: str, reason: str | None = None) -> Non
             reason=reason,
             sha256=sha,
             path=path,
-            key=home.read_key(),
             proof=PROOF,
         )
         if verdict == "approved":  # stand-in for the committer

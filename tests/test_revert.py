@@ -118,10 +118,7 @@ def test_only_a_committed_proposal_can_be_reverted(place: Place, state: str) -> 
         if state != "pending":
             verdict = "approved" if state == "conflict" else "rejected"
             reason = "no" if verdict == "rejected" else None
-            key = place.home.read_key()
-            s.decide(
-                p.id, verdict=verdict, reviewer="alice", sha256=p.sha256, path=x, key=key, reason=reason, proof=PROOF
-            )
+            s.decide(p.id, verdict=verdict, reviewer="alice", sha256=p.sha256, path=x, reason=reason, proof=PROOF)
         if state == "conflict":
             record_commit(s, p.id, "conflict", detail="something already exists")
     result = revert(place, p.id, code=1)
@@ -191,7 +188,6 @@ def test_a_revert_can_itself_be_reverted(place: Place) -> None:
             reviewer="alice",
             sha256=undo["sha256"],
             path="notes/a.md",
-            key=place.home.read_key(),
             mode="replace",
             base_sha256=undo["base_sha256"],
             proof=PROOF,

@@ -195,7 +195,10 @@ def test_changed_password_ends_old_sessions(home: Home, site: Site) -> None:
     refused_with_event(home, page.approve(p.id, p.sha256, "notes/a.md", csrf), 401, before)
     conn = sqlite3.connect(home.db_path)
     payload = conn.execute("SELECT payload FROM audit_event WHERE kind = 'reviewer_password_changed'").fetchone()
-    assert json.loads(payload[0]) == {"reviewer": "alice", "sessions_ended": 1}
+    kid = home.keys.signer().key_id  # the event carries the row's new signature (migration 0008)
+    assert json.loads(payload[0]) == {"reviewer": "alice", "sessions_ended": 1, "key_id": kid} | {
+        "signature": conn.execute("SELECT signature FROM reviewer WHERE name = 'alice'").fetchone()[0]
+    }
     assert Page(site).login("alice", PASSWORD).status_code == 401  # the old password is gone too
     assert Page(site).login("alice", "n3w secret pass").status_code == 303
 

@@ -20,10 +20,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gatekeeper import signing
 from gatekeeper.home import Home
 from gatekeeper.store.store import Proposed, Store
-from tests.helpers import draft
+from tests.helpers import draft, signed_decision
 from tests.review_support import PASSWORD, InProcess, Page, decisions, event_count, hashed, review_app
 
 TEN = b"".join(b"line %d\n" % i for i in range(1, 11))
@@ -208,21 +207,11 @@ def test_approval_binds_and_signs_mode_and_base(home: Home, workspace: Path, pag
     assert response.status_code == 303, response.text
     row = _decision_row(home, p.id)
     assert (row["mode"], row["base_sha256"]) == ("edit", base_sha)
-    message = signing.decision_message(
-        proposal_id=p.id,
-        verdict="approved",
-        reviewer="alice",
-        reason=None,
-        sha256=p.sha256,
-        path="notes/a.md",
-        decided_at=row["decided_at"],
-        workspace_real=None,
-        mode="edit",
-        base_sha256=base_sha,
-        method="password",  # approved with the password typed again (issue 14)
-    )
-    assert signing.verify(home.read_key(), message, row["signature"])
-    assert not signing.verify(home.read_key(), message.replace(b'"edit"', b'"replace"'), row["signature"])
+    facts, kid, signature = signed_decision(home, p.id)
+    assert (facts.mode, facts.base_sha256, facts.method) == ("edit", base_sha, "password")
+    keyring = home.keys.keyring()
+    assert keyring.verify(kid, facts.message(kid), signature)
+    assert not keyring.verify(kid, dataclasses.replace(facts, mode="replace").message(kid), signature)
 
 
 def test_reject_posts_what_was_shown(home: Home, workspace: Path, page: Page) -> None:

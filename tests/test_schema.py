@@ -60,10 +60,11 @@ EXPECTED_COLUMNS = {
         "assertion",
         "assertion_index",
         "assertion_digests",
+        "key_id",
     ],
     "commit_record": ["id", "proposal_id", "outcome", "observed_sha256", "final_path", "detail", "at"],
     "audit_event": ["seq", "at", "kind", "actor", "proposal_id", "payload", "prev_hash", "hash"],
-    "reviewer": ["name", "password_hash", "created_at", "disabled_at"],
+    "reviewer": ["name", "password_hash", "created_at", "disabled_at", "key_id", "signature"],
     "review_session": ["id", "reviewer", "created_at", "expires_at", "ended_at"],
     "used_nonce": ["nonce", "purpose", "used_at"],
     "alembic_version": ["version_num"],
@@ -81,6 +82,8 @@ EXPECTED_COLUMNS = {
         "label",
         "created_at",
         "removed_at",
+        "key_id",
+        "signature",
     ],
     "passkey_enrolment": ["token_sha256", "reviewer", "created_at", "expires_at", "used_at"],
     "approval_challenge": ["nonce", "reviewer", "digests", "created_at", "expires_at", "used_at"],
@@ -117,6 +120,7 @@ EXPECTED_TRIGGERS = (
         for t in ("passkey", "passkey_enrolment", "approval_challenge")
         for w in ("no_delete", "forward_only")
     }
+    | {"reviewer_resigned", "passkey_resigned"}
 )
 
 

@@ -14,7 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from gatekeeper.audit.verify import verify_chain
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
-from gatekeeper.home import Home
+from gatekeeper.home import Home, ensure_keys
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 from tests.helpers import PROOF, TEST_HASH, draft, make_home
@@ -43,6 +43,7 @@ class DomainMachine(RuleBasedStateMachine):
         self.home.create()
         self.home.ensure_key()
         shutil.copyfile(_template_db(), self.home.db_path)  # migrating per example would dominate the run
+        ensure_keys(self.home)
         self.key = self.home.read_key()
         self.store = Store(self.home.db_path)
         self.reader = Reader(self.home.db_path)
@@ -130,7 +131,6 @@ class DomainMachine(RuleBasedStateMachine):
                 reviewer=reviewer,
                 sha256=sha256,
                 path=path,
-                key=self.key,
                 reason="because" if verdict == "rejected" else None,
                 proof=PROOF,
             )

@@ -6,6 +6,7 @@ import json
 import re
 import sqlite3
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -67,7 +68,6 @@ def test_retry_after_a_decision_makes_a_new_proposal(home: Home, store: Store) -
         reason="no",
         sha256=a.sha256,
         path="notes/a.md",
-        key=home.read_key(),
         proof=PROOF,
     )
     b = store.propose(draft())
@@ -75,31 +75,41 @@ def test_retry_after_a_decision_makes_a_new_proposal(home: Home, store: Store) -
 
 
 def test_decision_is_signed_over_the_exact_proposal(home: Home, store: Store) -> None:
+    """Ed25519 by the home's key over everything the committer acts on; the HMAC key cannot make it."""
     add_reviewer(store)
     p = store.propose(draft())
-    store.decide(
-        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key(), proof=PROOF
-    )
+    store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", proof=PROOF)
     row = (
         sqlite3.connect(home.db_path)
-        .execute("SELECT proposal_id, verdict, reviewer, reason, sha256, path, decided_at, signature FROM decision")
+        .execute(
+            "SELECT d.proposal_id, d.verdict, d.reviewer, d.reason, d.sha256, d.path, d.decided_at, d.signature, "
+            "d.key_id, p.server, p.tool, p.workspace, p.workspace_real FROM decision d JOIN proposal p "
+            "ON p.id = d.proposal_id"
+        )
         .fetchone()
     )
-    message = signing.decision_message(
+    facts = signing.DecisionFacts(
         proposal_id=row[0],
+        server=row[9],
+        tool=row[10],
+        workspace=row[11],
+        workspace_real=row[12],
+        path=row[5],
+        mode="create",
+        base_sha256=None,
+        sha256=row[4],
         verdict=row[1],
         reviewer=row[2],
         reason=row[3],
-        sha256=row[4],
-        path=row[5],
         decided_at=row[6],
-        mode="create",  # every decision since migration 0006 signs its mode (and base: none for a create)
-        method="password",  # and since 0007 its proof's method (here the password typed again)
+        method="password",
     )
-    assert signing.verify(home.read_key(), message, row[7])
-    assert not signing.verify(b"k" * 32, message, row[7])
-    forged = message.replace(p.id.encode(), b"0" * 26)
-    assert not signing.verify(home.read_key(), forged, row[7])
+    keyring = home.keys.keyring()
+    assert row[8] == home.keys.signer().key_id
+    assert keyring.verify(row[8], facts.message(row[8]), row[7])
+    for moved in ({"proposal_id": "0" * 26}, {"server": "other"}, {"tool": "write"}, {"workspace": "/elsewhere"}):
+        assert not keyring.verify(row[8], replace(facts, **moved).message(row[8]), row[7]), moved
+    assert not signing.verify(home.read_key(), facts.message(row[8]), row[7])  # not an HMAC any more
     assert status(home, p.id) == "approved"
 
 
@@ -118,7 +128,7 @@ def test_bad_decisions_are_refused_and_recorded(home: Home, store: Store, change
     p = store.propose(draft())
     args = {"verdict": "approved", "reviewer": "alice", "sha256": p.sha256, "path": "notes/a.md"} | change
     with pytest.raises(error):
-        store.decide(p.id, key=home.read_key(), **args, proof=PROOF)
+        store.decide(p.id, **args, proof=PROOF)
     assert status(home, p.id) == "pending"
     with Reader(home.db_path) as r:
         last = r.events()[-1]
@@ -127,10 +137,9 @@ def test_bad_decisions_are_refused_and_recorded(home: Home, store: Store, change
 
 def test_one_decision_per_proposal_and_no_replay_onto_another(home: Home, store: Store) -> None:
     add_reviewer(store)
-    key = home.read_key()
     a = store.propose(draft("notes/a.md", b"A"))
     b = store.propose(draft("notes/b.md", b"B"))
-    store.decide(a.id, verdict="approved", reviewer="alice", sha256=a.sha256, path="notes/a.md", key=key, proof=PROOF)
+    store.decide(a.id, verdict="approved", reviewer="alice", sha256=a.sha256, path="notes/a.md", proof=PROOF)
     with pytest.raises(Conflict, match="already decided"):
         store.decide(
             a.id,
@@ -139,13 +148,10 @@ def test_one_decision_per_proposal_and_no_replay_onto_another(home: Home, store:
             reason="x",
             sha256=a.sha256,
             path="notes/a.md",
-            key=key,
             proof=PROOF,
         )
     with pytest.raises(Conflict, match="sha256"):  # a's approval (digest, path) replayed onto b
-        store.decide(
-            b.id, verdict="approved", reviewer="alice", sha256=a.sha256, path="notes/a.md", key=key, proof=PROOF
-        )
+        store.decide(b.id, verdict="approved", reviewer="alice", sha256=a.sha256, path="notes/a.md", proof=PROOF)
     assert (status(home, a.id), status(home, b.id)) == ("approved", "pending")
 
 
@@ -160,7 +166,6 @@ def test_expired_proposal_cannot_be_approved_but_can_be_rejected(home: Home, sto
             reviewer="alice",
             sha256=p.sha256,
             path="notes/a.md",
-            key=home.read_key(),
             proof=PROOF,
         )
     store.decide(
@@ -170,7 +175,6 @@ def test_expired_proposal_cannot_be_approved_but_can_be_rejected(home: Home, sto
         reason="stale",
         sha256=p.sha256,
         path="notes/a.md",
-        key=home.read_key(),
         proof=PROOF,
     )
     assert status(home, p.id) == "rejected"
@@ -187,7 +191,6 @@ def test_disabled_reviewer_cannot_decide(home: Home, store: Store) -> None:
             reviewer="alice",
             sha256=p.sha256,
             path="notes/a.md",
-            key=home.read_key(),
             proof=PROOF,
         )
 
@@ -197,9 +200,7 @@ def test_commit_intent_needs_an_approval_and_outcome_is_once(home: Home, store: 
     p = store.propose(draft())
     unknown = "0" * 26
     assert store.record_commit_intents([p.id, unknown]) == {p.id: "not approved", unknown: "not approved"}
-    store.decide(
-        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key(), proof=PROOF
-    )
+    store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", proof=PROOF)
     assert store.record_commit_intents([p.id]) == {p.id: "new"}
     created = {"proposal_id": p.id, "outcome": "created", "observed_sha256": p.sha256, "final_path": "/w/notes/a.md"}
     assert store.record_commit_outcomes([created]) == {p.id: True}
@@ -216,9 +217,7 @@ def test_commit_intent_needs_an_approval_and_outcome_is_once(home: Home, store: 
 def test_outcome_statuses(home: Home, store: Store, outcome: str) -> None:
     add_reviewer(store)
     p = store.propose(draft())
-    store.decide(
-        p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", key=home.read_key(), proof=PROOF
-    )
+    store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", proof=PROOF)
     store.record_commit_outcomes([{"proposal_id": p.id, "outcome": outcome, "detail": "why"}])
     assert status(home, p.id) == outcome
     with Reader(home.db_path) as r:

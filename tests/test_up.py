@@ -85,7 +85,6 @@ def test_up_runs_both_children_reports_events_restarts_and_stops(tmp_path: Path)
                 reviewer="alice",
                 sha256=p.sha256,
                 path="notes/from-up.md",
-                key=home.read_key(),
                 proof=PasswordProof(PASSWORD),  # the password `up` was given, typed again
             )
         lines.wait_for(f"approved  {p.id}")

@@ -37,6 +37,7 @@ LAZY: dict[str, tuple[str, str]] = {
     "commit": ("commit_cmd", "commit"),
     "revert": ("revert_cmd", "revert"),
     "up": ("up_cmd", "up"),
+    "keys": ("keys_cmd", "keys"),
 }
 
 

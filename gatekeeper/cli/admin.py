@@ -28,7 +28,8 @@ def init(ctx: Ctx) -> None:
     else:
         click.echo(f"Gatekeeper home at {home.path} is already initialised; nothing to do")
     click.echo(f"  database   {home.db_path}")
-    click.echo(f"  signing key {home.key_path} (mode 0600; keep it out of backups you share)")
+    click.echo(f"  secret key  {home.key_path} (mode 0600; keep it out of backups you share)")
+    click.echo(f"  decision key {home.keys.private_path} (Ed25519, mode 0600; only the review side needs it)")
 
 
 @click.group()

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from gatekeeper.audit.checkpoints import CheckpointReport, verify_checkpoints
 from gatekeeper.audit.verify import SavedHead, parse_head
 from gatekeeper.canonical import parse_since
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
@@ -266,9 +267,10 @@ def verify(
 
     with _reader(ctx) as reader:
         report = verify_chain(reader, expect_head)
+        marks = verify_checkpoints(reader, ctx.home.keys.keyring())
         checked, problems = verify_files(reader) if files else (0, [])
         signed, bad = _verify_approvals(ctx, reader, policy_file) if approvals else (0, [])
-    ok = report.ok and not problems and not bad
+    ok = report.ok and marks.ok and not problems and not bad
     if as_json:
         out: dict[str, Any] = {
             "ok": ok,
@@ -276,6 +278,8 @@ def verify(
             "head_seq": report.head_seq,
             "head_hash": report.head_hash,
         }
+        out |= {"checkpoints": marks.checked, "checkpoint_covers_seq": marks.last_seq}
+        out["checkpoint_problems"] = [{"seq": seq, "reason": why} for seq, why in marks.problems]
         if expect_head is not None:
             out["expected_head"] = str(expect_head)
         if report.problem:
@@ -296,6 +300,7 @@ def verify(
             click.echo(f"  {report.count} event(s) verified before it; last good seq {report.head_seq}")
         else:
             click.echo(f"OK: {report.count} events, head seq {report.head_seq} hash {report.head_hash}")
+        _echo_checkpoints(marks)
         if files:
             for p in problems:
                 click.echo(f"FILE {p.problem}: {p.path} (proposal {p.proposal_id})")
@@ -310,11 +315,34 @@ def verify(
         raise SystemExit(1)
 
 
+def _echo_checkpoints(marks: CheckpointReport) -> None:
+    for seq, why in marks.problems:
+        click.echo(f"CHECKPOINT at seq {seq} FAILED: {why}")
+    if marks.checked:
+        covers = f", the latest covers seq {marks.last_seq}" if marks.last_seq is not None else ""
+        click.echo(f"{'OK' if marks.ok else 'FAILED'}: {marks.checked} signed checkpoint(s){covers}")
+
+
 def _verify_approvals(ctx: Ctx, reader: Reader, policy_file: str | None) -> tuple[int, list[Any]]:
     from gatekeeper.audit.verify import verify_approvals
     from gatekeeper.policy import load_policy
 
     return verify_approvals(reader, load_policy(policy_file, home=ctx.home.path))
+
+
+@audit.command()
+@pass_ctx
+def checkpoint(ctx: Ctx) -> None:
+    """Sign the chain head now with the review side's key (the review page does so every 5 minutes)."""
+    from gatekeeper.store.checkpoints import append_checkpoint
+    from gatekeeper.store.store import Store
+
+    with Store(ctx.home.require().db_path) as store:
+        event = append_checkpoint(store, "cli")
+    if event is None:
+        click.echo("The head is already a signed checkpoint: nothing new to sign.")
+    else:
+        click.echo(f"Signed checkpoint at seq {event.seq}: {event.payload}")
 
 
 @audit.command()

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gatekeeper import signing
 from gatekeeper.approval import ApprovalRefused, Assertion, Proof, RelyingParty, StoredPasskey, Subject, verify_approval
 from gatekeeper.canonical import sha256_hex
+from gatekeeper.commit.trust import Trust, signature_problem
 from gatekeeper.errors import InvalidInput
 from gatekeeper.paths import normalise_destination
 from gatekeeper.policy import Policy
@@ -62,6 +62,7 @@ class Candidate:
     passkey_label: str | None = None
     passkey_created_at: str | None = None
     passkey_removed_at: str | None = None
+    key_id: str | None = None  # the Ed25519 key that signed the decision (migration 0008); None: HMAC
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Candidate:
@@ -84,28 +85,12 @@ class Refusal(Exception):
     """A check failed: the proposal is recorded as ``refused`` with this detail; nothing is written."""
 
 
-def check_approval(c: Candidate, content: bytes | None, key: bytes) -> None:
-    """The decision's HMAC verifies, and decision sha256 = proposal sha256 = sha256(stored bytes)."""
-    message = signing.decision_message(
-        proposal_id=c.id,
-        verdict=c.verdict,
-        reviewer=c.reviewer,
-        reason=c.reason,
-        sha256=c.decision_sha256,
-        path=c.decision_path,
-        decided_at=c.decided_at,
-        workspace_real=c.workspace_real,
-        mode=c.decision_mode,
-        base_sha256=c.decision_base_sha256,
-        method=c.method,
-        nonce=c.nonce,
-        assertion_sha256=None if c.assertion is None else sha256_hex(c.assertion.encode("utf-8")),
-    )
-    if not signing.verify(key, message, c.signature):
-        raise Refusal(
-            "the approval's signature does not verify with secret.key: it was not recorded by Gatekeeper's "
-            "review page, or the key has changed since; have a reviewer decide again on a new proposal"
-        )
+def check_approval(c: Candidate, content: bytes | None, trust: Trust) -> None:
+    """The decision's signature verifies for this proposal as stored (``trust``), and decision
+    sha256 = proposal sha256 = sha256(stored bytes)."""
+    problem = signature_problem(c, trust)
+    if problem is not None:
+        raise Refusal(problem)
     if content is None:
         raise Refusal("the proposal's stored content is missing")
     actual = sha256_hex(content)

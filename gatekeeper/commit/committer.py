@@ -25,6 +25,7 @@ from typing import Any
 from gatekeeper.commit import details, fsops, swap
 from gatekeeper.commit.checks import Candidate, Plan, Refusal, check_approval, check_policy, check_proof, check_root
 from gatekeeper.commit.testing import OFF, Switches
+from gatekeeper.commit.trust import Trust
 from gatekeeper.home import Home
 from gatekeeper.policy import Policy, load_policy
 from gatekeeper.store.queries import Reader
@@ -122,7 +123,7 @@ class Committer:
 
     def run_pass(self) -> PassReport:
         policy = self.policy.current()
-        key = self.home.read_key()
+        trust = Trust.of(self.home)
         self._swept.clear()
         high, rows = self.reader.commit_queue(self.floor)
         self.sw.point("after_select")
@@ -131,7 +132,7 @@ class Committer:
         for chunk in self._batches(queue):
             if report.stopped or self.should_stop():
                 break
-            self._batch(chunk, policy, key, report)
+            self._batch(chunk, policy, trust, report)
         still_open = [c.decision_id for c in queue if c.id not in report.finished]
         self.floor = min(still_open) - 1 if still_open else high
         return report
@@ -151,7 +152,7 @@ class Committer:
 
     # -- one batch ---------------------------------------------------------------------------
 
-    def _batch(self, chunk: list[Candidate], policy: Policy, key: bytes, report: PassReport) -> None:
+    def _batch(self, chunk: list[Candidate], policy: Policy, trust: Trust, report: PassReport) -> None:
         contents = self.reader.proposal_contents([c.id for c in chunk])
         refused: list[Result] = []
         ready: list[tuple[Candidate, bytes, Plan]] = []
@@ -161,7 +162,7 @@ class Committer:
             for c in chunk:
                 data = contents.get(c.id)
                 try:
-                    check_approval(c, data, key)  # refuses missing content too
+                    check_approval(c, data, trust)  # refuses missing content too
                     check_proof(c, policy)
                     plan = check_policy(c, len(data or b""), policy)
                     if not self._open_root(plan.workspace, roots, real, report):
@@ -215,8 +216,10 @@ class Committer:
         lanes: dict[str, list[tuple[Candidate, bytes, Plan]]] = {}
         for item in ready:
             state = states[item[0].id]
-            if state == "done":
+            if state in ("done", "outcome in chain"):
                 report.finished.add(item[0].id)
+                if state != "done":  # its commit_record row was deleted: never a second time
+                    report.waiting.append(details.outcome_in_chain(item[0].id))
             elif state in ("new", "existing"):
                 lanes.setdefault(item[0].path, []).append(item)  # one path: oldest first, one at a time
         done: dict[str, Result] = {}

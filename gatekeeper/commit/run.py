@@ -27,7 +27,7 @@ def session(
     """Everything a committer needs, or a ``GatekeeperError`` saying what is missing."""
     home.require()
     check_schema(home.db_path)
-    home.read_key()
+    home.keys.keyring()  # unreadable public keys stop us here
     policy = PolicySource(policy_file, home.path)
     policy.current()  # a broken policy stops us before the lock, with file and line
     lock: AbstractContextManager[object] = nullcontext() if switches.no_lock else CommitLock(home.lock_path)

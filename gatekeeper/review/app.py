@@ -24,6 +24,7 @@ from gatekeeper.review.bodylimit import BodyLimit
 from gatekeeper.review.guards import Guard
 from gatekeeper.review.routes import api, decisions, enrol, login, pages, signed
 from gatekeeper.review.state import ReviewState
+from gatekeeper.store.checkpoints import CHECKPOINT_EVERY, append_checkpoint
 from gatekeeper.store.proofs import ApprovalRules
 
 log = logging.getLogger("gatekeeper.review")
@@ -72,11 +73,23 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     state: ReviewState = app.state.review
     state.chain.start()
     flusher = asyncio.create_task(flush_refusals(state))
+    signer = asyncio.create_task(sign_checkpoints(state))
     try:
         yield
     finally:
         flusher.cancel()
+        signer.cancel()
         state.close()
+
+
+async def sign_checkpoints(state: ReviewState) -> None:
+    """A signed checkpoint of the chain head at start and every ``CHECKPOINT_EVERY`` seconds."""
+    while True:
+        try:
+            await asyncio.to_thread(append_checkpoint, state.store)
+        except Exception:  # a busy database now is no reason to stop signing later
+            log.exception("could not sign a checkpoint; will retry")
+        await asyncio.sleep(CHECKPOINT_EVERY)
 
 
 async def flush_refusals(state: ReviewState) -> None:

@@ -14,7 +14,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from gatekeeper.home import Home
+from gatekeeper.home import Home, ensure_keys
 from gatekeeper.resources import templates_dir
 from gatekeeper.review import auth, change, render
 from gatekeeper.review.integrity import ChainWatch
@@ -44,6 +44,7 @@ class ReviewState:
 
     @classmethod
     def open(cls, home: Home, *, secure: bool, rules: ApprovalRules = ANY) -> ReviewState:
+        ensure_keys(home)  # an older home gets its Ed25519 key on the review page's first start
         store = Store(home.db_path)
         templates = Jinja2Templates(directory=str(templates_dir()))
         templates.env.filters["marked"] = render.marks  # paths on the page: hidden characters marked

@@ -13,6 +13,8 @@ from gatekeeper.store.tx import Transactions, Tx
 from gatekeeper.store.values import OUTCOMES
 
 CHUNK = 500  # ids per IN (...): under SQLite's bound-parameter limit
+# A proposal's commit_outcome event, whatever commit_record says ('+e.kind': the proposal_id index).
+_IN_CHAIN = "EXISTS (SELECT 1 FROM audit_event e WHERE e.proposal_id = {id} AND +e.kind = ?)"
 
 
 def _chunks(ids: list[str]) -> Iterator[list[str]]:
@@ -46,6 +48,8 @@ class CommitRecords(Transactions):
                     states[pid] = "not approved"
                 elif row[3] is not None:
                     states[pid] = "done"
+                elif row[5]:  # at most once rests on the chain too: a deleted commit_record row does not reopen it
+                    states[pid] = "outcome in chain"
                 elif row[4] or pid in states:  # a repeat in this batch: its intent is already written
                     states[pid] = "existing"
                 else:
@@ -76,8 +80,8 @@ class CommitRecords(Transactions):
             state = _outcome_state(tx, [item["proposal_id"] for item in outcomes])
             for item in outcomes:
                 pid = item["proposal_id"]
-                verdict, outcome = state.get(pid, (None, None))
-                if outcome is not None or pid in recorded:  # a repeat in this batch is never written twice
+                verdict, outcome, in_chain = state.get(pid, (None, None, False))
+                if outcome is not None or in_chain or pid in recorded:  # never a second outcome
                     recorded[pid] = False
                     continue
                 if verdict != "approved":
@@ -97,31 +101,32 @@ class CommitRecords(Transactions):
 
 
 def _intent_state(tx: Tx, ids: list[str]) -> dict[str, tuple[Any, ...]]:
-    """id -> (path, sha256, verdict, outcome, has an intent event)."""
+    """id -> (path, sha256, verdict, outcome, has an intent event, has an outcome event)."""
     known: dict[str, tuple[Any, ...]] = {}
     # '+e.kind' keeps SQLite on the proposal_id index: on the kind index, each lookup scanned
     # every intent ever written (a batch of 64 took 13 ms after 1,000 commits, growing).
     for chunk in _chunks(ids):
         for row in tx.all(
             "SELECT p.id, p.path, p.sha256, d.verdict, c.outcome, EXISTS (SELECT 1 FROM audit_event e "
-            "WHERE e.proposal_id = p.id AND +e.kind = ?) FROM proposal p "
+            "WHERE e.proposal_id = p.id AND +e.kind = ?), "
+            f"{_IN_CHAIN.format(id='p.id')} FROM proposal p "
             "LEFT JOIN decision d ON d.proposal_id = p.id "
             f"LEFT JOIN commit_record c ON c.proposal_id = p.id WHERE p.id IN ({_marks(chunk)})",
-            (ev.COMMIT_INTENT, *chunk),
+            (ev.COMMIT_INTENT, ev.COMMIT_OUTCOME, *chunk),
         ):
             known[row[0]] = row[1:]
     return known
 
 
 def _outcome_state(tx: Tx, ids: list[str]) -> dict[str, tuple[Any, ...]]:
-    """id -> (verdict, outcome) of each decided proposal."""
+    """id -> (verdict, outcome, has an outcome event) of each decided proposal."""
     state: dict[str, tuple[Any, ...]] = {}
     for chunk in _chunks(ids):
         for row in tx.all(
-            "SELECT d.proposal_id, d.verdict, c.outcome FROM decision d "
+            f"SELECT d.proposal_id, d.verdict, c.outcome, {_IN_CHAIN.format(id='d.proposal_id')} FROM decision d "
             "LEFT JOIN commit_record c ON c.proposal_id = d.proposal_id "
             f"WHERE d.proposal_id IN ({_marks(chunk)})",
-            tuple(chunk),
+            (ev.COMMIT_OUTCOME, *chunk),
         ):
             state[row[0]] = row[1:]
     return state

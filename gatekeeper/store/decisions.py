@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gatekeeper import signing
 from gatekeeper.approval import ApprovalRefused, Proof, Subject
@@ -21,8 +21,12 @@ from gatekeeper.passwords import verify_password
 from gatekeeper.store import events as ev
 from gatekeeper.store.bounded import bounded
 from gatekeeper.store.proofs import ApprovalRules, Checked, PasswordCheck, PasswordProof, check_proof, spend
+from gatekeeper.store.signed_rows import reviewer_ok
 from gatekeeper.store.tx import Event, Transactions, Tx
 from gatekeeper.store.values import VERDICTS
+
+if TYPE_CHECKING:
+    from gatekeeper.keys import KeyRing, Signer
 
 MAX_BATCH = 50  # proposals approved with one assertion
 ANY = ApprovalRules()  # approve_with: any, and no relying party (passkey approvals refused)
@@ -64,7 +68,6 @@ class Decisions(Transactions):
         reviewer: str,
         sha256: str,
         path: str,
-        key: bytes,
         reason: str | None = None,
         actor: str | None = None,
         mode: str | None = None,
@@ -82,14 +85,13 @@ class Decisions(Transactions):
         """
         shown = Shown(proposal_id, sha256, path, mode, base_sha256)
         index = proof.index if isinstance(proof, Proof) else 0
-        return self._decide([(index, shown)], verdict, reviewer, key, reason, actor, proof, rules)[0]
+        return self._decide([(index, shown)], verdict, reviewer, reason, actor, proof, rules)[0]
 
     def approve_batch(
         self,
         shown: Sequence[Shown],
         *,
         reviewer: str,
-        key: bytes,
         proof: Proof,
         rules: ApprovalRules,
         actor: str | None = None,
@@ -100,14 +102,13 @@ class Decisions(Transactions):
             raise InvalidInput(f"approve between 1 and {MAX_BATCH} proposals at once, not {len(shown)}")
         if len(shown) != len(proof.digests):
             raise ApprovalRefused(f"the assertion covers {len(proof.digests)} proposals, but {len(shown)} were sent")
-        return self._decide(list(enumerate(shown)), "approved", reviewer, key, None, actor, proof, rules)
+        return self._decide(list(enumerate(shown)), "approved", reviewer, None, actor, proof, rules)
 
     def _decide(
         self,
         items: list[tuple[int, Shown]],
         verdict: str,
         reviewer: str,
-        key: bytes,
         reason: str | None,
         actor: str | None,
         proof: Proof | PasswordProof | None,
@@ -121,12 +122,15 @@ class Decisions(Transactions):
         given: Proof | PasswordCheck | None = None  # a rejection needs only the session
         if verdict == "approved":
             given = self._password_check(reviewer, proof) if isinstance(proof, PasswordProof) else proof
+        signer, keyring = self.signer(), self.keyring()  # read before the write lock is taken
         with self.transaction() as tx:
-            refused = first_refusal(tx, posted)
+            refused = first_refusal(tx, posted, keyring)
             if refused is None:
                 try:
                     checked = (
-                        None if verdict != "approved" else check_proof(tx, reviewer, subjects(tx, items), given, rules)
+                        None
+                        if verdict != "approved"
+                        else check_proof(tx, reviewer, subjects(tx, items), given, rules, keyring)
                     )
                 except ApprovalRefused as exc:  # the proof did not hold: only the events commit
                     method = "passkey" if isinstance(given, Proof) else "password" if given is not None else None
@@ -135,7 +139,7 @@ class Decisions(Transactions):
                         tx.append_event(ev.APPROVAL_REFUSED, actor, payload, p.proposal_id)
                     refused = posted[0], exc.reason, exc
                 else:
-                    events = self._record(tx, posted, [i for i, _ in items], key, actor, checked)
+                    events = self._record(tx, posted, [i for i, _ in items], signer, actor, checked)
                     if events is not None:
                         return events
                     pid = posted[0].proposal_id
@@ -149,12 +153,12 @@ class Decisions(Transactions):
 
     @staticmethod
     def _record(
-        tx: Tx, posted: list[Posted], indexes: list[int], key: bytes, actor: str, checked: Checked | None
+        tx: Tx, posted: list[Posted], indexes: list[int], signer: Signer, actor: str, checked: Checked | None
     ) -> list[Event] | None:
         """The decision rows and events, the nonce spent; None (nothing written) when a racing decision won."""
         tx.run("SAVEPOINT decide")
         try:
-            events = [record_decision(tx, p, key, actor, checked, i) for i, p in zip(indexes, posted, strict=True)]
+            events = [record_decision(tx, p, signer, actor, checked, i) for i, p in zip(indexes, posted, strict=True)]
         except sqlite3.IntegrityError:  # the UNIQUE index is the last word
             tx.run("ROLLBACK TO decide")
             return None
@@ -171,10 +175,10 @@ class Decisions(Transactions):
         return PasswordCheck(stored, verify_password(stored, proof.password))
 
 
-def first_refusal(tx: Tx, posted: list[Posted]) -> tuple[Posted, str, Exception] | None:
+def first_refusal(tx: Tx, posted: list[Posted], keyring: KeyRing) -> tuple[Posted, str, Exception] | None:
     """The first posted decision that may not be recorded, the event's words and the caller's error."""
     for p in posted:
-        words, error = decision_refusal(tx, p)
+        words, error = decision_refusal(tx, p, keyring)
         if words is not None and error is not None:
             return p, words, error
     return None
@@ -200,42 +204,48 @@ def refusal_payload(p: Posted, words: str) -> dict[str, Any]:
     return payload
 
 
-def record_decision(tx: Tx, d: Posted, key: bytes, actor: str, checked: Checked | None, index: int) -> Event:
-    """Sign and insert the decision row (its UNIQUE index may still refuse it) and its event."""
+def record_decision(tx: Tx, d: Posted, signer: Signer, actor: str, checked: Checked | None, index: int) -> Event:
+    """Sign (Ed25519, over everything the committer acts on) and insert the decision row (its
+    UNIQUE index may still refuse it) and its event."""
     decided_at = now_ts()
-    row = tx.first("SELECT workspace_real, mode, base_sha256 FROM proposal WHERE id = ?", (d.proposal_id,))
-    mode, base_sha = (row[1], row[2]) if row else ("create", None)
+    row = tx.first(
+        "SELECT server, tool, workspace, workspace_real, mode, base_sha256 FROM proposal WHERE id = ?", (d.proposal_id,)
+    )
+    assert row is not None  # decision_refusal refused an unknown proposal
+    server, tool, workspace, workspace_real, mode, base_sha = row
     proof = {} if checked is None else checked.columns(index)
     assertion = None if checked is None or checked.proof is None else checked.proof.assertion
-    signature = signing.sign(
-        key,
-        signing.decision_message(
-            proposal_id=d.proposal_id,
-            verdict=d.verdict,
-            reviewer=d.reviewer,
-            reason=d.reason,
-            sha256=d.sha256,
-            path=d.path,
-            decided_at=decided_at,
-            workspace_real=row[0] if row else None,
-            mode=mode,
-            base_sha256=base_sha,
-            method=None if checked is None else checked.method,
-            nonce=None if checked is None or checked.proof is None else checked.proof.nonce,
-            assertion_sha256=None if assertion is None else assertion.sha256(),
-        ),
+    facts = signing.DecisionFacts(
+        proposal_id=d.proposal_id,
+        server=server,
+        tool=tool,
+        workspace=workspace,
+        workspace_real=workspace_real,
+        path=d.path,
+        mode=mode,
+        base_sha256=base_sha,
+        sha256=d.sha256,
+        verdict=d.verdict,
+        reviewer=d.reviewer,
+        reason=d.reason,
+        decided_at=decided_at,
+        method=None if checked is None else checked.method,
+        nonce=None if checked is None or checked.proof is None else checked.proof.nonce,
+        assertion_sha256=None if assertion is None else assertion.sha256(),
     )
+    signature = signer.sign(facts.message(signer.key_id))
     fields = dict(verdict=d.verdict, reviewer=d.reviewer, reason=d.reason, sha256=d.sha256, path=d.path)
     fields |= dict(mode=mode, base_sha256=base_sha)
     columns = {"proposal_id": d.proposal_id, **fields, "decided_at": decided_at, "signature": signature, **proof}
-    tx.insert("decision", columns)
+    tx.insert("decision", {**columns, "key_id": signer.key_id})
     shown = {k: v for k, v in proof.items() if k in ("method", "nonce", "assertion_index")}
     if assertion is not None:
         shown["credential_id"] = assertion.credential_id
-    return tx.append_event(ev.DECISION, actor, {**fields, **shown, "signature": signature}, d.proposal_id)
+    payload = {**fields, **shown, "key_id": signer.key_id, "signature": signature}
+    return tx.append_event(ev.DECISION, actor, payload, d.proposal_id)
 
 
-def decision_refusal(tx: Tx, d: Posted) -> tuple[str | None, Exception | None]:
+def decision_refusal(tx: Tx, d: Posted, keyring: KeyRing) -> tuple[str | None, Exception | None]:
     """Why this decision may not be recorded (the event's words, the caller's error); (None, None) if it may."""
     pid = d.proposal_id
     if d.verdict not in VERDICTS:
@@ -248,6 +258,12 @@ def decision_refusal(tx: Tx, d: Posted) -> tuple[str | None, Exception | None]:
     who = tx.first("SELECT disabled_at FROM reviewer WHERE name = ?", (d.reviewer,))
     if who is None or who[0] is not None:
         return "reviewer unknown or disabled", Conflict(f"reviewer {d.reviewer!r} is unknown or disabled")
+    if not reviewer_ok(tx, keyring, d.reviewer):
+        return "reviewer row not signed", Conflict(
+            f"the row of reviewer {d.reviewer!r} is not signed by the review key: it was written outside "
+            "Gatekeeper (its password, passkeys or enabled flag may have been changed in the database)",
+            f"set the password again with `gatekeeper reviewer passwd {d.reviewer}` and run `gatekeeper audit verify`",
+        )
     if tx.first("SELECT 1 FROM decision WHERE proposal_id = ?", (pid,)):
         return "already decided", Conflict(f"proposal {pid} is already decided")
     if d.sha256 != row[0] or d.path != row[1]:

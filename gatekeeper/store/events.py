@@ -19,6 +19,8 @@ COMMIT_OUTCOME = "commit_outcome"
 REVIEWER_ADDED = "reviewer_added"
 REVIEWER_DISABLED = "reviewer_disabled"
 REVIEWER_PASSWORD = "reviewer_password_changed"
+# A reviewer row whose Ed25519 signature does not verify met at log-in (store/signed_rows.py): {reviewer, why}.
+REVIEWER_ROW_REFUSED = "reviewer_row_refused"
 TOOL_PINNED = "tool_pinned"
 TOOL_DEFINITION_CHANGED = "tool_definition_changed"
 TOOL_CHANGE_ACCEPTED = "tool_change_accepted"
@@ -40,6 +42,10 @@ PASSKEY_ADDED = "passkey_added"
 PASSKEY_REMOVED = "passkey_removed"
 # An approval whose proof (assertion or password) did not hold: nothing was decided; the payload says why.
 APPROVAL_REFUSED = "approval_refused"
+# The review side's Ed25519 signature over the chain head {seq, hash, key_id, signature} (store/checkpoints.py):
+# rewriting history and recomputing every later hash no longer passes `audit verify` without the key.
+CHECKPOINT = "chain_checkpoint"
+KEY_ROTATED = "key_rotated"  # `gatekeeper keys rotate`: {old_key_id, key_id}
 # "The refusal stored as event `first_seq` happened N more times": see gatekeeper/store/refusals.py.
 REFUSAL_REPEATED = "refusal_repeated"
 

@@ -76,3 +76,14 @@ def upgrade(db_path: Path, migrations: Path | None = None) -> SchemaStatus:
     finally:
         engine.dispose()
     return before
+
+
+def max_decision_id(db_path: Path) -> int:
+    """The highest decision id so far (0: none): where HMAC-signed decisions end (``gatekeeper.keys``)."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT coalesce(max(id), 0) FROM decision").fetchone()[0])
+    finally:
+        conn.close()

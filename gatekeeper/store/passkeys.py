@@ -19,6 +19,7 @@ from gatekeeper.canonical import format_ts, now_ts, sha256_hex, utc_now
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.store import events as ev
 from gatekeeper.store.proofs import passkey_by_credential
+from gatekeeper.store.signed_rows import passkey_ok, passkey_signed
 from gatekeeper.store.tx import Event, Transactions, Tx
 
 if TYPE_CHECKING:  # the WebAuthn ceremony module imports webauthn, which the proxy never needs
@@ -66,6 +67,7 @@ class Passkeys(Transactions):
     def redeem_enrolment(self, token: str, new: NewPasskey, label: str, actor: str | None = None) -> Event:
         """Spend the token and add the verified passkey to its reviewer, with a ``passkey_added`` event."""
         label = " ".join(label.split())[:MAX_LABEL] or "passkey"
+        signer = self.signer()
         with self.transaction() as tx:
             row = _live_enrolment(tx, token)
             if row is None:
@@ -81,6 +83,8 @@ class Passkeys(Transactions):
                 "UPDATE passkey_enrolment SET used_at = ? WHERE token_sha256 = ?",
                 (now_ts(), sha256_hex(token.encode())),
             )
+            at = now_ts()
+            signed = passkey_signed(signer, reviewer, new.credential_id, new.public_key, at, None)
             tx.insert(
                 "passkey",
                 {
@@ -91,10 +95,12 @@ class Passkeys(Transactions):
                     "aaguid": new.aaguid,
                     "transports": json.dumps(list(new.transports)),
                     "label": label,
-                    "created_at": now_ts(),
+                    "created_at": at,
+                    **signed,
                 },
             )
             payload = {"reviewer": reviewer, "credential_id": new.credential_id, "label": label, "aaguid": new.aaguid}
+            payload |= signed
             return tx.append_event(ev.PASSKEY_ADDED, actor or f"reviewer:{reviewer}", payload)
 
     # -- credentials ---------------------------------------------------------------------------
@@ -110,11 +116,14 @@ class Passkeys(Transactions):
         return [p for p in found if p is not None]
 
     def passkey(self, credential_id: str) -> StoredPasskey | None:
+        """The passkey, if its row is signed by the review side's key (else as if unknown)."""
+        keyring = self.keyring()
         with self.transaction() as tx:
-            return passkey_by_credential(tx, credential_id)
+            return passkey_by_credential(tx, credential_id) if passkey_ok(tx, keyring, credential_id) else None
 
     def remove_passkey(self, reviewer: str, credential_id: str, actor: str = "cli") -> Event:
         """Remove a passkey for good: approvals made with it before stay valid, later ones are refused."""
+        signer = self.signer()
         with self.transaction() as tx:
             found = passkey_by_credential(tx, credential_id)
             if found is None or found.reviewer != reviewer:
@@ -124,8 +133,14 @@ class Passkeys(Transactions):
                 )
             if found.removed_at is not None:
                 raise Conflict(f"that passkey was already removed at {found.removed_at}")
-            tx.run("UPDATE passkey SET removed_at = ? WHERE credential_id = ?", (now_ts(), credential_id))
-            payload = {"reviewer": reviewer, "credential_id": credential_id, "label": found.label}
+            at = now_ts()
+            signed = passkey_signed(signer, reviewer, credential_id, found.public_key, found.created_at, at)
+            tx.run(
+                "UPDATE passkey SET removed_at = :at, key_id = :key_id, signature = :signature "
+                "WHERE credential_id = :c",
+                {"at": at, "c": credential_id, **signed},
+            )
+            payload = {"reviewer": reviewer, "credential_id": credential_id, "label": found.label, **signed}
             return tx.append_event(ev.PASSKEY_REMOVED, actor, payload)
 
     def bump_sign_count(self, credential_id: str, sign_count: int) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gatekeeper.approval import (
     ApprovalRefused,
@@ -21,7 +22,11 @@ from gatekeeper.approval import (
     verify_approval,
 )
 from gatekeeper.canonical import now_ts
+from gatekeeper.store.signed_rows import passkey_ok
 from gatekeeper.store.tx import Tx
+
+if TYPE_CHECKING:
+    from gatekeeper.keys import KeyRing
 
 WRONG_PASSWORD = "the password typed for this approval is not right"
 
@@ -79,6 +84,7 @@ def check_proof(
     subjects: Sequence[tuple[int, Subject]],
     proof: Proof | PasswordCheck | None,
     rules: ApprovalRules,
+    keyring: KeyRing,
 ) -> Checked:
     """Raise ``ApprovalRefused`` unless ``proof`` is ``reviewer``'s approval of exactly ``subjects``,
     each the given index of the passkey proof's digest list."""
@@ -94,6 +100,11 @@ def check_proof(
     now = now_ts()
     _check_challenge(tx, reviewer, proof, now)
     passkey = passkey_by_credential(tx, proof.assertion.credential_id)
+    if passkey is not None and not passkey_ok(tx, keyring, passkey.credential_id):
+        raise ApprovalRefused(
+            f"the passkey {passkey.label!r} is not signed by the review key: it was added outside Gatekeeper",
+            "remove it and enrol it again with a link from `gatekeeper reviewer enrol`",
+        )
     counts = {
         verify_approval(
             subject,

@@ -15,7 +15,7 @@ from typing import Any
 
 from gatekeeper.canonical import now_ts
 from gatekeeper.store.chain import GENESIS, EventRow
-from gatekeeper.store.events import COMMIT_INTENT
+from gatekeeper.store.events import CHECKPOINT, COMMIT_INTENT
 from gatekeeper.store.version import BUSY_TIMEOUT_MS
 
 STATUSES = ("pending", "expired", "rejected", "approved", "committed", "conflict", "refused", "failed")
@@ -48,7 +48,7 @@ CANDIDATE_SELECT = (
     "d.id AS decision_id, d.verdict, d.reviewer, d.reason, d.sha256 AS decision_sha256, "
     "d.path AS decision_path, d.decided_at, d.signature, p.workspace_real, p.mode, p.base_sha256, "
     "p.base_size, d.mode AS decision_mode, d.base_sha256 AS decision_base_sha256, "
-    "d.method, d.nonce, d.assertion, d.assertion_index, d.assertion_digests, "
+    "d.method, d.nonce, d.assertion, d.assertion_index, d.assertion_digests, d.key_id, "
     "k.credential_id AS passkey_credential, k.reviewer AS passkey_reviewer, k.public_key AS passkey_public_key, "
     "k.label AS passkey_label, k.created_at AS passkey_created_at, k.removed_at AS passkey_removed_at, "
     # '+e.kind' keeps SQLite on the proposal_id index: on the kind index, each lookup scanned
@@ -257,6 +257,15 @@ class Reader:
     def head(self) -> tuple[int, str]:
         row = self._conn.execute("SELECT seq, hash FROM audit_event ORDER BY seq DESC LIMIT 1").fetchone()
         return (row[0], row[1]) if row else (0, GENESIS)
+
+    def checkpoints(self) -> list[tuple[int, str, str | None]]:
+        """Every signed checkpoint (``audit.checkpoints``): its seq, its payload, and the stored hash
+        of the event at the seq it names (None: no such event any more)."""
+        return self._conn.execute(
+            "SELECT e.seq, e.payload, t.hash FROM audit_event e "
+            "LEFT JOIN audit_event t ON t.seq = json_extract(e.payload, '$.seq') WHERE e.kind = ? ORDER BY e.seq",
+            (CHECKPOINT,),
+        ).fetchall()
 
     def event_count(self) -> int:
         """Rows in the log, counted apart from the chain (which stops at the first bad row)."""

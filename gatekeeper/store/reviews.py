@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from gatekeeper.canonical import format_ts, now_ts, utc_now
-from gatekeeper.store.events import LOGIN, LOGOUT
+from gatekeeper.store.events import LOGIN, LOGOUT, REVIEWER_ROW_REFUSED
+from gatekeeper.store.signed_rows import REVIEWER_COLUMNS, reviewer_row_ok
 from gatekeeper.store.store import Store
 
 __all__ = ["Reviews", "Session"]  # event kinds live in store/events.py only
@@ -42,9 +43,16 @@ class Reviews:
         self._ro.close()
 
     def password_hash(self, name: str) -> str | None:
-        """The stored hash of an enabled reviewer, else None (unknown and disabled look alike)."""
-        row = self._one("SELECT password_hash FROM reviewer WHERE name = ? AND disabled_at IS NULL", (name,))
-        return str(row[0]) if row else None
+        """The stored hash of an enabled reviewer whose row is signed by the review side's key, else
+        None (unknown, disabled and a row written by anything else look alike: log-in fails)."""
+        row = self._one(f"SELECT {REVIEWER_COLUMNS} FROM reviewer WHERE name = ? AND disabled_at IS NULL", (name,))
+        if row is None:
+            return None
+        if not reviewer_row_ok(self.store.keyring(), row):  # written outside Gatekeeper: say so in the log
+            why = "the reviewer row is not signed by the review key"
+            self.store.append_event(REVIEWER_ROW_REFUSED, "review", {"reviewer": name, "why": why})
+            return None
+        return str(row[1])
 
     def is_reviewer(self, name: str) -> bool:
         """A name of the reviewer table, enabled or not: safe to name in an event as typed."""

@@ -56,7 +56,7 @@ class Decision(SQLModel, table=True):
     sha256: str  # what the reviewer's page showed and posted back
     path: str
     decided_at: str
-    signature: str  # HMAC-SHA256 over the canonical decision, key in secret.key
+    signature: str  # Ed25519 (hex) by ``key_id``; before 0008 HMAC-SHA256 with secret.key
     # What the page showed and posted back with the digest (migration 0006); NULL on older rows.
     mode: str | None = None
     base_sha256: str | None = None
@@ -68,6 +68,8 @@ class Decision(SQLModel, table=True):
     assertion: str | None = None
     assertion_index: int | None = None
     assertion_digests: str | None = None
+    # The Ed25519 key that signed it (migration 0008); NULL: an older, HMAC-signed decision.
+    key_id: str | None = None
 
 
 class CommitRecord(SQLModel, table=True):
@@ -103,6 +105,9 @@ class Reviewer(SQLModel, table=True):
     password_hash: str
     created_at: str
     disabled_at: str | None = None  # once set, final
+    # Signed by the review side's Ed25519 key (migration 0008; ``signing.reviewer_message``).
+    key_id: str | None = None
+    signature: str | None = None
 
 
 class ReviewSession(SQLModel, table=True):
@@ -181,6 +186,9 @@ class Passkey(SQLModel, table=True):
     label: str
     created_at: str
     removed_at: str | None = None
+    # Signed by the review side's Ed25519 key (migration 0008; ``signing.passkey_message``).
+    key_id: str | None = None
+    signature: str | None = None
 
 
 class PasskeyEnrolment(SQLModel, table=True):

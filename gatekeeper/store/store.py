@@ -19,6 +19,7 @@ from gatekeeper.store.commits import CommitRecords
 from gatekeeper.store.decisions import Decisions
 from gatekeeper.store.passkeys import Passkeys
 from gatekeeper.store.pins import ToolPins
+from gatekeeper.store.signed_rows import reviewer_signed
 from gatekeeper.store.tx import Event, Tx
 from gatekeeper.store.values import MODES
 
@@ -116,34 +117,51 @@ class Store(ToolPins, CommitRecords, Decisions, Passkeys):
 
     # -- reviewers ---------------------------------------------------------------------------
 
+    # Each reviewer row is signed with the review side's key (``signed_rows``): a password hash or
+    # enabled flag written by anything else is refused at log-in and at approval.
+
     def add_reviewer(self, name: str, password_hash: str, actor: str = "cli") -> Event:
+        signer = self.signer()
         with self.transaction() as tx:
             if tx.first("SELECT 1 FROM reviewer WHERE name = ?", (name,)):
                 raise Conflict(f"reviewer {name!r} already exists", "pick another name")
-            tx.insert("reviewer", {"name": name, "password_hash": password_hash, "created_at": now_ts()})
-            return tx.append_event(ev.REVIEWER_ADDED, actor, {"reviewer": name})
+            row = {"name": name, "password_hash": password_hash, "created_at": now_ts()}
+            signed = reviewer_signed(signer, name, password_hash, row["created_at"], None)
+            tx.insert("reviewer", {**row, **signed})
+            return tx.append_event(ev.REVIEWER_ADDED, actor, {"reviewer": name, **signed})
 
     def disable_reviewer(self, name: str, actor: str = "cli") -> Event:
+        signer = self.signer()
         with self.transaction() as tx:
-            row = tx.first("SELECT disabled_at FROM reviewer WHERE name = ?", (name,))
+            row = tx.first("SELECT disabled_at, password_hash, created_at FROM reviewer WHERE name = ?", (name,))
             if row is None:
                 raise NotFound(f"no reviewer {name!r}", "`gatekeeper reviewer list` shows them")
             if row[0] is not None:
                 raise Conflict(f"reviewer {name!r} is already disabled (since {row[0]})")
-            tx.run("UPDATE reviewer SET disabled_at = ? WHERE name = ?", (now_ts(), name))
+            at = now_ts()
+            signed = reviewer_signed(signer, name, row[1], row[2], at)
+            tx.run(
+                "UPDATE reviewer SET disabled_at = :at, key_id = :key_id, signature = :signature WHERE name = :name",
+                {"at": at, "name": name, **signed},
+            )
             ended = _end_sessions(tx, name)
-            return tx.append_event(ev.REVIEWER_DISABLED, actor, {"reviewer": name, "sessions_ended": ended})
+            return tx.append_event(ev.REVIEWER_DISABLED, actor, {"reviewer": name, "sessions_ended": ended, **signed})
 
     def set_reviewer_password(self, name: str, password_hash: str, actor: str = "cli") -> Event:
+        signer = self.signer()
         with self.transaction() as tx:
-            row = tx.first("SELECT disabled_at FROM reviewer WHERE name = ?", (name,))
+            row = tx.first("SELECT disabled_at, created_at FROM reviewer WHERE name = ?", (name,))
             if row is None:
                 raise NotFound(f"no reviewer {name!r}", "`gatekeeper reviewer list` shows them")
-            tx.run("UPDATE reviewer SET password_hash = ? WHERE name = ?", (password_hash, name))
+            signed = reviewer_signed(signer, name, password_hash, row[1], row[0])
+            tx.run(
+                "UPDATE reviewer SET password_hash = :h, key_id = :key_id, signature = :signature WHERE name = :name",
+                {"h": password_hash, "name": name, **signed},
+            )
             # A new password is often set because the old one leaked: every session that the old
             # one opened ends with it, in the same transaction (the page checks ended_at each request).
             ended = _end_sessions(tx, name)
-            return tx.append_event(ev.REVIEWER_PASSWORD, actor, {"reviewer": name, "sessions_ended": ended})
+            return tx.append_event(ev.REVIEWER_PASSWORD, actor, {"reviewer": name, "sessions_ended": ended, **signed})
 
     def reviewer(self, name: str) -> Reviewer | None:
         with self.transaction() as tx:

@@ -9,12 +9,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from gatekeeper.canonical import canonical_json, now_ts
 from gatekeeper.store.chain import GENESIS, event_hash
 from gatekeeper.store.connections import WriterPool
 from gatekeeper.store.version import check_schema
+
+if TYPE_CHECKING:
+    from gatekeeper.keys import KeyRing, Signer
 
 
 @lru_cache(maxsize=64)
@@ -75,14 +78,28 @@ class Tx:
 class Transactions:
     """A Gatekeeper database opened for writing: opening checks the schema."""
 
-    def __init__(self, db_path: Path, *, check: bool = True) -> None:
+    def __init__(self, db_path: Path, *, check: bool = True, keys_dir: Path | None = None) -> None:
         self.db_path = Path(db_path)
+        # The Ed25519 keys (``gatekeeper.keys``): the home's keys/ folder beside the database by default.
+        self.keys_dir = Path(keys_dir) if keys_dir is not None else self.db_path.parent / "keys"
         if check:
             check_schema(self.db_path)
         self.writer = WriterPool(self.db_path)
 
     def close(self) -> None:
         self.writer.dispose()
+
+    def signer(self) -> Signer:
+        """The review side's private key, read now (a rotation takes effect at once); refused where
+        only public keys are kept. cryptography loads here, not when the proxy opens the store."""
+        from gatekeeper.keys import Keys
+
+        return Keys(self.keys_dir).signer()
+
+    def keyring(self) -> KeyRing:
+        from gatekeeper.keys import Keys
+
+        return Keys(self.keys_dir).keyring()
 
     def __enter__(self) -> Self:
         return self

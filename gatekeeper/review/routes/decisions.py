@@ -102,7 +102,7 @@ def decide(
     """The store decides (and refuses with an event); this only translates its answer to HTTP.
     ``on_refused`` hears why an approval's proof was refused (the step-up throttle counts wrong passwords)."""
     try:
-        state.store.decide(proposal_id, reviewer=session.reviewer, key=state.home.read_key(), **kwargs)
+        state.store.decide(proposal_id, reviewer=session.reviewer, **kwargs)
     except NotFound as exc:
         raise ReviewError(404, str(exc)) from None
     except ApprovalRefused as exc:

@@ -110,7 +110,6 @@ def approve(
             path=path,
             mode=mode or None,
             base_sha256=base_sha256 or None,
-            key=state.home.read_key(),
             proof=proof,
             rules=state.rules,
         )
@@ -143,9 +142,7 @@ def approve_selected(
     proof = proof_of(nonce, digests, credential)
     shown = [shown_of(state, item) for item in listed_items(items)]
     with answered():
-        state.store.approve_batch(
-            shown, reviewer=session.reviewer, key=state.home.read_key(), proof=proof, rules=state.rules
-        )
+        state.store.approve_batch(shown, reviewer=session.reviewer, proof=proof, rules=state.rules)
     return JSONResponse({"approved": [s.proposal_id for s in shown]})
 
 
