@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gatekeeper.errors import GatekeeperError, HomeMissing
+from gatekeeper.store.target import ENV_DATABASE_URL, Database, PostgresUrl, parse_database_url
 
 ENV_HOME = "GATEKEEPER_HOME"
 DB_NAME = "gatekeeper.db"
 KEY_NAME = "secret.key"
+URL_NAME = "database_url"  # one line in the home: the database, when it is not gatekeeper.db
 KEY_BYTES = 32
 PRIVATE_UMASK = 0o077  # files 0600, folders 0700, whoever creates them
 _user_umask: int | None = None  # the umask this process started with, before ``go_private``
@@ -68,6 +70,18 @@ class Home:
         return self.path / DB_NAME
 
     @property
+    def database(self) -> Database:
+        """The store: ``$GATEKEEPER_DATABASE_URL``, else the home's ``database_url`` file, else
+        ``gatekeeper.db`` in the home (SQLite, the default). A bad URL is a clear error."""
+        env = os.environ.get(ENV_DATABASE_URL, "").strip()
+        if env:
+            return parse_database_url(env, f"${ENV_DATABASE_URL}")
+        url_file = self.path / URL_NAME
+        if url_file.is_file():
+            return parse_database_url(url_file.read_text(), str(url_file))
+        return self.db_path
+
+    @property
     def key_path(self) -> Path:
         return self.path / KEY_NAME
 
@@ -86,7 +100,7 @@ class Home:
                 f"no Gatekeeper home at {self.path}",
                 "run `gatekeeper init` first, or pass --home / set GATEKEEPER_HOME",
             )
-        if not self.db_path.is_file():
+        if not isinstance(self.database, PostgresUrl) and not self.db_path.is_file():
             raise HomeMissing(
                 f"no database at {self.db_path}",
                 "run `gatekeeper init` (or `gatekeeper db upgrade`) to create it",
@@ -191,12 +205,14 @@ def setup_home(home: Home, actor: str, by: str) -> SetupResult:
     created_home = home.create()
     home.log_dir.mkdir(mode=0o700, exist_ok=True)
     created_key = home.ensure_key()
-    created_db = home.ensure_db_file()
-    tightened = tuple(home.tighten_db_files())
-    before = migrate.upgrade(home.db_path)
+    database = home.database
+    sqlite = not isinstance(database, PostgresUrl)  # a server's database is made by its administrator
+    created_db = sqlite and home.ensure_db_file()
+    tightened = tuple(home.tighten_db_files()) if sqlite else ()
+    before = migrate.upgrade(database)
     result = SetupResult(created_home, created_key, created_db, tuple(before.pending), tightened)
     if result.changed:
-        with Store(home.db_path) as store:
+        with Store(database) as store:
             store.append_event(
                 ev.INIT,
                 actor,

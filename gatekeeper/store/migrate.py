@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from gatekeeper.errors import SchemaTooNew
 from gatekeeper.resources import migrations_dir
 from gatekeeper.store.engine import make_engine
+from gatekeeper.store.target import Database
 from gatekeeper.store.version import current_revision
 
 if TYPE_CHECKING:
@@ -38,13 +39,13 @@ class SchemaStatus:
         return not self.pending
 
 
-def status(db_path: Path, migrations: Path | None = None) -> SchemaStatus:
+def status(db_path: Database, migrations: Path | None = None) -> SchemaStatus:
     from alembic.script import ScriptDirectory
 
     script = ScriptDirectory.from_config(_config(migrations or migrations_dir()))
     head = script.get_current_head()
     assert head is not None
-    current = current_revision(db_path) if db_path.exists() else None
+    current = current_revision(db_path) if not isinstance(db_path, Path) or db_path.exists() else None
     known = [rev.revision for rev in script.walk_revisions()]  # newest first
     if current is not None and current not in known:
         raise SchemaTooNew(
@@ -59,7 +60,7 @@ def status(db_path: Path, migrations: Path | None = None) -> SchemaStatus:
     return SchemaStatus(current=current, head=head, pending=tuple(reversed(pending)))
 
 
-def upgrade(db_path: Path, migrations: Path | None = None) -> SchemaStatus:
+def upgrade(db_path: Database, migrations: Path | None = None) -> SchemaStatus:
     """Apply every pending revision, each in its own IMMEDIATE transaction with its version row."""
     from alembic import command
 
