@@ -29,6 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 from postgres import Cluster, PostgresUnavailable, install
 
+__all__ = ["BACKENDS", "Cluster", "PostgresUnavailable", "install"]
+
 BACKENDS = ["sqlite", "postgres"]
 TEMPLATE = "gk_template"
 _names = itertools.count(1)

@@ -68,5 +68,6 @@ def parse_database_url(text: str, where: str) -> Database:
     return PostgresUrl(value)
 
 
-def describe(db: Database) -> str:
-    return str(db)
+def as_url(db: Database) -> str:
+    """``db`` as a ``database_url`` value (password included), to hand to another process."""
+    return db.url if isinstance(db, PostgresUrl) else f"sqlite://{Path(db).absolute()}"
