@@ -67,6 +67,15 @@ class Home:
 
     @property
     def db_path(self) -> Path:
+        """``gatekeeper.db`` in the home: the SQLite store. Commands not yet moved to ``database``
+        (team mode lands in parts) refuse a PostgreSQL ``database_url`` here, instead of quietly
+        opening a SQLite file beside it."""
+        if isinstance(self.database, PostgresUrl):
+            raise GatekeeperError(
+                f"this command does not run on PostgreSQL yet (database_url names {self.database}); "
+                "so far `init`, `db status` and `db upgrade` do",
+                f"unset {ENV_DATABASE_URL} (and remove {self.path / URL_NAME}) to use the home's SQLite database",
+            )
         return self.path / DB_NAME
 
     @property
@@ -79,7 +88,7 @@ class Home:
         url_file = self.path / URL_NAME
         if url_file.is_file():
             return parse_database_url(url_file.read_text(), str(url_file))
-        return self.db_path
+        return self.path / DB_NAME
 
     @property
     def key_path(self) -> Path:
