@@ -11,6 +11,7 @@ A test module runs on both backends by overriding the ``backend`` fixture (see `
 from __future__ import annotations
 
 import itertools
+import shutil
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ import pytest
 
 from gatekeeper.home import Home
 from gatekeeper.store import migrate
-from gatekeeper.store.target import PostgresUrl
+from gatekeeper.store.target import Database, PostgresUrl
 from tests.helpers import close_at_teardown
 from tests.requirements import missing
 
@@ -47,14 +48,14 @@ class PostgresServer:
 
         return psycopg.connect(self.cluster.conninfo("postgres"), autocommit=True)
 
-    def new_database(self) -> PostgresUrl:
+    def new_database(self, template: str = TEMPLATE) -> PostgresUrl:
         name = f"gk_test_{next(_names)}"
         with self.admin() as conn:
-            conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+            conn.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
         return PostgresUrl(self.cluster.url(name))
 
     def drop(self, url: PostgresUrl) -> None:
-        name = url.url.split("/")[3].split("?")[0]
+        name = database_name(url)
         with self.admin() as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
@@ -83,18 +84,67 @@ def postgres_database(postgres_server: PostgresServer) -> Iterator[PostgresUrl]:
     postgres_server.drop(url)
 
 
-def raw(home: Home) -> Any:
-    """A plain DB-API connection to the home's database (psycopg in autocommit: each statement
-    alone), closed when the test ends."""
-    db = home.database
-    if isinstance(db, PostgresUrl):
+class RawPostgres:
+    """psycopg in autocommit (each statement alone), taking the same ``?`` SQL as sqlite3."""
+
+    def __init__(self, url: PostgresUrl) -> None:
         import psycopg
 
-        conn: Any = psycopg.connect(db.conninfo, autocommit=True)
-    else:
-        conn = sqlite3.connect(db)
+        self._conn = psycopg.connect(url.conninfo, autocommit=True)
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        from gatekeeper.store.postgres import to_postgres
+
+        return self._conn.execute(to_postgres(sql), params)
+
+    def commit(self) -> None:
+        """Each statement committed already."""
+
+    def rollback(self) -> None:
+        """Nothing open to roll back."""
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def connect(db: Database) -> Any:
+    """A plain DB-API connection, as an attacker with the database would have, closed when the test ends."""
+    conn: Any = RawPostgres(db) if isinstance(db, PostgresUrl) else sqlite3.connect(db)
     close_at_teardown(conn.close)
     return conn
+
+
+def raw(home: Home) -> Any:
+    """``connect`` to the home's database."""
+    return connect(home.database)
+
+
+class Copies:
+    """A pristine database and throwaway copies of it (SQLite: the file; PostgreSQL: CREATE DATABASE
+    ... TEMPLATE), for tests that tamper with a copy each. ``close`` drops every PostgreSQL copy."""
+
+    def __init__(self, source: Database, server: PostgresServer | None = None) -> None:
+        self.source, self.server = source, server
+        self.made: list[PostgresUrl] = []
+
+    def copy(self, dest: Path) -> Database:
+        if self.server is None:
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.source, dest / "gatekeeper.db")
+            return dest / "gatekeeper.db"
+        assert isinstance(self.source, PostgresUrl)
+        url = self.server.new_database(template=database_name(self.source))
+        self.made.append(url)
+        return url
+
+    def close(self) -> None:
+        for url in self.made:
+            assert self.server is not None
+            self.server.drop(url)
+
+
+def database_name(url: PostgresUrl) -> str:
+    return url.url.split("/")[3].split("?")[0]
 
 
 def integrity_error(home: Home) -> type[Exception]:

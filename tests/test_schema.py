@@ -133,7 +133,7 @@ TRUNCATE_TRIGGERS = {f"{t[: -len('_no_delete')]}_no_truncate" for t in EXPECTED_
 
 def _columns(conn: object, home: Home, table: str) -> list[str]:
     if isinstance(home.database, PostgresUrl):
-        sql = "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position"
+        sql = "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position"
         return [r[0] for r in conn.execute(sql, (table,))]  # type: ignore[attr-defined]
     return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]  # type: ignore[attr-defined]
 
