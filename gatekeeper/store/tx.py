@@ -112,7 +112,7 @@ class Transactions:
 
         A lost PostgreSQL connection surfaces as ``DatabaseUnreachable``, never as a driver error.
         """
-        backend = self.backend
+        backend, conn = self.backend, None
         try:
             with self.writer.connection() as conn:
                 cur = conn.cursor()
@@ -125,7 +125,9 @@ class Transactions:
                     raise
                 cur.execute("COMMIT")
         except backend.lost_errors as exc:
-            raise lost(self.db_path, exc) from exc
+            if conn is not None and backend.reusable(conn):  # the server said no (a timeout, a conflict)
+                raise
+            raise lost(self.db_path, exc) from exc  # the connection broke: the pool has closed it
 
     def retrying(self, work: Callable[[Tx], T], seconds: float = RETRY_SECONDS) -> T:
         """``work`` in one transaction; when the connection is lost, reconnect and run it again.
