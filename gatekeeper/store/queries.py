@@ -176,6 +176,11 @@ class Reader:
         finally:
             self._q("COMMIT")
 
+    def first(self, sql: str, params: tuple[object, ...] = ()) -> tuple[object, ...] | None:
+        """One row of a store module's own query (``reviews``), in the store's SQLite dialect."""
+        row: tuple[object, ...] | None = self._q(sql, params).fetchone()
+        return row
+
     def has_proposal(self, proposal_id: str) -> bool:
         return self._q("SELECT 1 FROM proposal WHERE id = ?", (proposal_id,)).fetchone() is not None
 
