@@ -10,12 +10,15 @@ import pytest
 
 from gatekeeper.home import Home
 from gatekeeper.store import events as ev
+from gatekeeper.store import migrate
 from gatekeeper.store.backends import DatabaseUnreachable
 from gatekeeper.store.postgres import CHAIN_LOCK, to_postgres
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 from gatekeeper.store.target import PostgresUrl
+from gatekeeper.store.version import KNOWN_REVISIONS
 from tests.helpers import draft, wait_until
+from tests.pg_support import PostgresServer
 
 
 @pytest.fixture
@@ -113,3 +116,31 @@ def test_the_reader_reconnects_between_snapshots(home: Home, store: Store) -> No
 )
 def test_sql_translation(sqlite: str, postgres: str) -> None:
     assert to_postgres(sqlite) == postgres
+
+
+def test_two_upgrades_at_once_apply_each_revision_once(postgres_server: PostgresServer) -> None:
+    """Two machines running ``gatekeeper init`` on one blank database: one migrates, the other
+    waits for it and finds nothing left to do; neither fails."""
+    with postgres_server.admin() as conn:
+        conn.execute("CREATE DATABASE gk_two_inits")
+    url = PostgresUrl(postgres_server.cluster.url("gk_two_inits"))
+    go, results, errors = threading.Barrier(2), [], []
+
+    def init() -> None:
+        go.wait(timeout=10)
+        try:
+            results.append(migrate.upgrade(url).pending)
+        except Exception as exc:
+            errors.append(repr(exc))
+
+    try:
+        threads = [threading.Thread(target=init) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert errors == []
+        assert sorted(results, key=len) == [(), KNOWN_REVISIONS]  # one applied all, the other none
+        assert migrate.status(url).up_to_date
+    finally:
+        postgres_server.drop(url)

@@ -6,6 +6,8 @@ revision with ``engine.check_schema`` and never load Alembic.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING
 from gatekeeper.errors import SchemaTooNew
 from gatekeeper.resources import migrations_dir
 from gatekeeper.store.engine import make_engine
-from gatekeeper.store.target import Database
+from gatekeeper.store.target import Database, PostgresUrl
 from gatekeeper.store.version import current_revision
 
 if TYPE_CHECKING:
@@ -65,15 +67,31 @@ def upgrade(db_path: Database, migrations: Path | None = None) -> SchemaStatus:
     from alembic import command
 
     migrations = migrations or migrations_dir()
-    before = status(db_path, migrations)
-    if before.up_to_date:
-        return before
-    cfg = _config(migrations)
-    engine = make_engine(db_path)
-    try:
-        with engine.connect() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
-    finally:
-        engine.dispose()
+    with _one_upgrade_at_a_time(db_path):
+        before = status(db_path, migrations)
+        if before.up_to_date:
+            return before
+        cfg = _config(migrations)
+        engine = make_engine(db_path)
+        try:
+            with engine.connect() as conn:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+        finally:
+            engine.dispose()
     return before
+
+
+@contextmanager
+def _one_upgrade_at_a_time(db: Database) -> Iterator[None]:
+    """PostgreSQL: machines starting together upgrade one after the other, each reading the status
+    under a session advisory lock on a connection of its own (closing it releases the lock). Without
+    it two ``init`` runs on a blank database deadlocked. SQLite: a no-op, as before."""
+    if not isinstance(db, PostgresUrl):
+        yield
+        return
+    from gatekeeper.store.postgres import MIGRATION_LOCK, PostgresBackend
+
+    with PostgresBackend(db).connect() as conn:
+        conn.execute(f"SELECT pg_advisory_lock({MIGRATION_LOCK})")
+        yield

@@ -23,6 +23,7 @@ from gatekeeper.store.backends import LOST_HINT, DatabaseUnreachable
 from gatekeeper.store.target import PostgresUrl
 
 CHAIN_LOCK = 0x6761_7465_6B65_6570  # 'gatekeep': the one advisory lock every Gatekeeper writer takes
+MIGRATION_LOCK = CHAIN_LOCK + 1  # held by ``migrate.upgrade`` for a whole upgrade (a session lock)
 CONNECT_TIMEOUT = 10  # seconds
 
 _IS_PARAM = re.compile(r"\bIS \?")
