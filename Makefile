@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint demo demo-check bench crash clean browser peers
+.PHONY: install test lint demo demo-check bench crash clean browser peers postgres
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,7 +37,12 @@ browser:
 peers: $(STAMP)
 	$(PY) scripts/install_peers.py
 
-test: lint browser peers
+# PostgreSQL for the store suite's second backend (Debian's package; the tests start their own
+# throwaway clusters on a Unix socket). Under CI=true a failed install fails the run.
+postgres:
+	$(PYTHON) scripts/postgres.py
+
+test: lint browser peers postgres
 	$(PY) -m pytest
 
 # The guided tour: you approve in your browser. demo-check: the same tour, Chromium approves.

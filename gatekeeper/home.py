@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gatekeeper.errors import GatekeeperError, HomeMissing
+from gatekeeper.store.target import ENV_DATABASE_URL, Database, PostgresUrl, parse_database_url
 
 if TYPE_CHECKING:  # cryptography loads only where keys are used, not in the proxy
     from gatekeeper.keys import Keys
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # cryptography loads only where keys are used, not in the pro
 ENV_HOME = "GATEKEEPER_HOME"
 DB_NAME = "gatekeeper.db"
 KEY_NAME = "secret.key"
+URL_NAME = "database_url"  # one line in the home: the database, when it is not gatekeeper.db
 KEY_BYTES = 32
 PRIVATE_UMASK = 0o077  # files 0600, folders 0700, whoever creates them
 _user_umask: int | None = None  # the umask this process started with, before ``go_private``
@@ -69,6 +71,27 @@ class Home:
 
     @property
     def db_path(self) -> Path:
+        """``gatekeeper.db`` in the home: the SQLite store. Commands not yet moved to ``database``
+        (team mode lands in parts) refuse a PostgreSQL ``database_url`` here, instead of quietly
+        opening a SQLite file beside it."""
+        if isinstance(self.database, PostgresUrl):
+            raise GatekeeperError(
+                f"this command does not run on PostgreSQL yet (database_url names {self.database}); "
+                "so far `init`, `db status` and `db upgrade` do",
+                f"unset {ENV_DATABASE_URL} (and remove {self.path / URL_NAME}) to use the home's SQLite database",
+            )
+        return self.path / DB_NAME
+
+    @property
+    def database(self) -> Database:
+        """The store: ``$GATEKEEPER_DATABASE_URL``, else the home's ``database_url`` file, else
+        ``gatekeeper.db`` in the home (SQLite, the default). A bad URL is a clear error."""
+        env = os.environ.get(ENV_DATABASE_URL, "").strip()
+        if env:
+            return parse_database_url(env, f"${ENV_DATABASE_URL}")
+        url_file = self.path / URL_NAME
+        if url_file.is_file():
+            return parse_database_url(url_file.read_text(), str(url_file))
         return self.path / DB_NAME
 
     @property
@@ -97,7 +120,7 @@ class Home:
                 f"no Gatekeeper home at {self.path}",
                 "run `gatekeeper init` first, or pass --home / set GATEKEEPER_HOME",
             )
-        if not self.db_path.is_file():
+        if not isinstance(self.database, PostgresUrl) and not self.db_path.is_file():
             raise HomeMissing(
                 f"no database at {self.db_path}",
                 "run `gatekeeper init` (or `gatekeeper db upgrade`) to create it",
@@ -202,13 +225,15 @@ def setup_home(home: Home, actor: str, by: str) -> SetupResult:
     created_home = home.create()
     home.log_dir.mkdir(mode=0o700, exist_ok=True)
     created_key = home.ensure_key()
-    created_db = home.ensure_db_file()
-    tightened = tuple(home.tighten_db_files())
-    before = migrate.upgrade(home.db_path)
+    database = home.database
+    sqlite = not isinstance(database, PostgresUrl)  # a server's database is made by its administrator
+    created_db = sqlite and home.ensure_db_file()
+    tightened = tuple(home.tighten_db_files()) if sqlite else ()
+    before = migrate.upgrade(database)
     created_keys = ensure_keys(home)
     result = SetupResult(created_home, created_key or created_keys, created_db, tuple(before.pending), tightened)
     if result.changed:
-        with Store(home.db_path) as store:
+        with Store(database) as store:
             store.append_event(
                 ev.INIT,
                 actor,
@@ -236,9 +261,9 @@ def ensure_keys(home: Home) -> bool:
     from gatekeeper.store.signed_rows import sign_unsigned
     from gatekeeper.store.store import Store
 
-    if not home.keys.ensure(hmac_until=migrate.max_decision_id(home.db_path)):
+    if not home.keys.ensure(hmac_until=migrate.max_decision_id(home.database)):
         return False
-    with Store(home.db_path) as store:
+    with Store(home.database, keys_dir=home.keys.folder) as store:
         signer = store.signer()
         with store.transaction() as tx:
             sign_unsigned(tx, signer)

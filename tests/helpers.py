@@ -94,10 +94,12 @@ def run_teardowns() -> None:
 
 
 def make_home(path: Path) -> Home:
+    """A home with its key and a migrated database: ``gatekeeper.db``, or the server that
+    ``$GATEKEEPER_DATABASE_URL`` names (the ``home`` fixture sets it for the PostgreSQL runs)."""
     home = Home(path)
     home.create()
     home.ensure_key()
-    migrate.upgrade(home.db_path)
+    migrate.upgrade(home.database)
     ensure_keys(home)
     return home
 

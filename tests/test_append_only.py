@@ -1,22 +1,28 @@
-"""Audit-bearing rows cannot be changed or removed, not even through the plain sqlite3 module."""
+"""Audit-bearing rows cannot be changed or removed, not even through a plain DB-API connection
+(sqlite3, or psycopg on PostgreSQL, where TRUNCATE is refused too)."""
 
 from __future__ import annotations
-
-import sqlite3
 
 import pytest
 
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
+from gatekeeper.store.target import PostgresUrl
 from tests.helpers import PROOF, add_reviewer, draft, record_commit
 from tests.passkey_support import enrol
+from tests.pg_support import BACKENDS, blob, integrity_error, raw
 
 STATEMENTS = {
-    "proposal": ("UPDATE proposal SET content = x'00'", "DELETE FROM proposal"),
+    "proposal": ("UPDATE proposal SET content = {blob}", "DELETE FROM proposal"),
     "decision": ("UPDATE decision SET verdict = 'approved'", "DELETE FROM decision"),
     "commit_record": ("UPDATE commit_record SET outcome = 'created'", "DELETE FROM commit_record"),
     "audit_event": ("UPDATE audit_event SET kind = 'x'", "DELETE FROM audit_event"),
 }
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture
@@ -31,34 +37,46 @@ def populated(home: Home, store: Store) -> Home:
 @pytest.mark.parametrize("table", sorted(STATEMENTS))
 @pytest.mark.parametrize("which", ["UPDATE", "DELETE"])
 def test_update_and_delete_are_refused(populated: Home, table: str, which: str) -> None:
-    sql = STATEMENTS[table][0 if which == "UPDATE" else 1]
-    conn = sqlite3.connect(populated.db_path)
+    sql = STATEMENTS[table][0 if which == "UPDATE" else 1].format(blob=blob(populated, "00"))
+    conn = raw(populated)
     before = conn.execute(f"SELECT * FROM {table}").fetchall()
     assert before, "the fixture must have put a row there, else the trigger would not fire"
-    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+    with pytest.raises(integrity_error(populated), match="append-only"):
         conn.execute(sql)
     conn.rollback()
     assert conn.execute(f"SELECT * FROM {table}").fetchall() == before
 
 
+@pytest.mark.parametrize("backend", ["postgres"])  # SQLite has no TRUNCATE: its DELETE fires the row triggers
+def test_truncate_is_refused_on_postgres(populated: Home) -> None:
+    """TRUNCATE skips row triggers: every table whose rows are kept refuses it by a statement trigger."""
+    assert isinstance(populated.database, PostgresUrl)
+    conn = raw(populated)
+    for table in ("proposal", "decision", "commit_record", "audit_event", "reviewer", "used_nonce", "passkey"):
+        with pytest.raises(integrity_error(populated), match=r"refused|kept"):
+            conn.execute(f"TRUNCATE {table} CASCADE")
+    assert conn.execute("SELECT count(*) FROM audit_event").fetchone()[0] > 0
+
+
 def test_reviewers_are_never_deleted_and_a_disable_is_final(populated: Home, store: Store) -> None:
-    conn = sqlite3.connect(populated.db_path)
-    with pytest.raises(sqlite3.IntegrityError, match="disable instead"):
+    conn, refused = raw(populated), integrity_error(populated)
+    with pytest.raises(refused, match="disable instead"):
         conn.execute("DELETE FROM reviewer")
-    with pytest.raises(sqlite3.IntegrityError, match="final"):
+    with pytest.raises(refused, match="final"):
         conn.execute("UPDATE reviewer SET name = 'mallory'")
     conn.rollback()
     store.disable_reviewer("alice")
-    with pytest.raises(sqlite3.IntegrityError, match="final"):
+    with pytest.raises(refused, match="final"):
         conn.execute("UPDATE reviewer SET disabled_at = NULL, signature = 'new'")
 
 
 def test_a_signed_reviewer_or_passkey_column_changes_only_with_a_new_signature(populated: Home) -> None:
     """Guard triggers (migration 0008): the naive write, a new password hash under the old signature, fails."""
-    conn = sqlite3.connect(populated.db_path)
-    with pytest.raises(sqlite3.IntegrityError, match="needs a new signature"):
+    conn, refused = raw(populated), integrity_error(populated)
+    with pytest.raises(refused, match="needs a new signature"):
         conn.execute("UPDATE reviewer SET password_hash = 'x'")
-    with pytest.raises(sqlite3.IntegrityError, match="needs a new signature"):
+    conn.rollback()  # PostgreSQL: a refused statement ends the transaction
+    with pytest.raises(refused, match="needs a new signature"):
         conn.execute("UPDATE reviewer SET disabled_at = '2026-01-01T00:00:00.000000Z'")
 
 
@@ -68,12 +86,12 @@ def test_passkey_rows_only_move_forward(populated: Home, store: Store) -> None:
     auth = enrol(store)
     p = store.propose(draft("notes/b.md", b"b\n"))
     store.issue_challenge("alice", [p.id])
-    conn = sqlite3.connect(populated.db_path)
+    conn, error = raw(populated), integrity_error(populated)
     refused = [
         "DELETE FROM passkey",
         "DELETE FROM passkey_enrolment",
         "DELETE FROM approval_challenge",
-        "UPDATE passkey SET public_key = x'00'",
+        f"UPDATE passkey SET public_key = {blob(populated, '00')}",
         "UPDATE passkey SET reviewer = 'bob'",
         "UPDATE passkey SET sign_count = -1",
         "UPDATE passkey_enrolment SET expires_at = '9999'",
@@ -81,16 +99,16 @@ def test_passkey_rows_only_move_forward(populated: Home, store: Store) -> None:
         "UPDATE approval_challenge SET reviewer = 'bob'",
     ]
     for sql in refused:
-        with pytest.raises(sqlite3.IntegrityError, match=r"refused|only"):
+        with pytest.raises(error, match=r"refused|only"):
             conn.execute(sql)
     conn.execute("UPDATE passkey SET sign_count = sign_count + 1")  # forward: allowed
     conn.execute("UPDATE approval_challenge SET used_at = 't1'")
     conn.commit()
     for sql in ("UPDATE approval_challenge SET used_at = NULL", "UPDATE passkey_enrolment SET used_at = 't2'"):
-        with pytest.raises(sqlite3.IntegrityError, match="only used_at"):
+        with pytest.raises(error, match="only used_at"):
             conn.execute(sql)
     conn.rollback()  # release the write lock the refused statements' transaction holds
     store.remove_passkey("alice", auth.credential_b64)
-    with pytest.raises(sqlite3.IntegrityError, match="removed_at"):
+    with pytest.raises(error, match="removed_at"):
         conn.execute("UPDATE passkey SET removed_at = NULL, signature = 'new'")
     conn.close()

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
-import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,9 @@ from gatekeeper.review.integrity import ChainWatch, Integrity
 from gatekeeper.store.chain import GENESIS, event_hash, event_message, verify_rows
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
+from gatekeeper.store.target import Database, PostgresUrl
 from tests.helpers import PROOF, add_reviewer, draft, make_home
+from tests.pg_support import BACKENDS, Copies, connect
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(),
@@ -47,8 +48,8 @@ def test_event_message_is_the_canonical_json_of_the_event(seq, at, kind, actor, 
     assert event_message(seq, at, kind, actor, proposal_id, canonical_json(payload)) == canonical_bytes(event)
 
 
-def _populate(home: Home, n: int = 6) -> None:
-    with Store(home.db_path) as store:
+def _populate(home: Home, db: Database, n: int = 6) -> None:
+    with Store(db, keys_dir=home.keys.folder) as store:
         add_reviewer(store)
         for i in range(n):
             p = store.propose(draft(f"notes/{i}.md", f"note {i} \u00e9\n".encode()))
@@ -63,33 +64,37 @@ def _populate(home: Home, n: int = 6) -> None:
                 )
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", params=BACKENDS)
+def pristine(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Copies]:
+    """Ten events with audit_event's append-only triggers dropped: an attacker holding the database."""
     home = make_home(tmp_path_factory.mktemp("chain") / "home")
-    _populate(home)
-    conn = sqlite3.connect(home.db_path)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    for table in ("audit_event",):
-        for action in ("update", "delete"):
-            conn.execute(f"DROP TRIGGER {table}_no_{action}")
+    server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
+    db: Database = server.new_database() if server is not None else home.db_path
+    _populate(home, db)
+    conn = connect(db)
+    if server is None:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    for action in ("update", "delete", "truncate") if server is not None else ("update", "delete"):
+        conn.execute(f"DROP TRIGGER audit_event_no_{action}" + (" ON audit_event" if server is not None else ""))
     conn.commit()
     conn.close()
-    return home.db_path
+    copies = Copies(db, server)
+    yield copies
+    copies.close()
+    if isinstance(db, PostgresUrl) and server is not None:
+        server.drop(db)
 
 
-def _copy(pristine: Path, dest: Path) -> Path:
-    dest.mkdir(parents=True, exist_ok=True)
-    db = dest / "gatekeeper.db"
-    shutil.copyfile(pristine, db)
-    return db
+def _copy(pristine: Copies, dest: Path) -> Database:
+    return pristine.copy(dest)
 
 
-def _verify(db: Path, expect_head: str | None = None):
+def _verify(db: Database, expect_head: str | None = None):
     with Reader(db) as reader:
         return verify_chain(reader, expect_head)
 
 
-def test_pristine_chain_verifies(pristine: Path, tmp_path: Path) -> None:
+def test_pristine_chain_verifies(pristine: Copies, tmp_path: Path) -> None:
     report = _verify(_copy(pristine, tmp_path))
     assert report.ok and report.count == report.head_seq == 10  # reviewer + 6 proposals + 3 decisions
 
@@ -100,10 +105,10 @@ COLUMNS = ["at", "kind", "actor", "proposal_id", "payload", "prev_hash", "hash"]
 @pytest.mark.parametrize("column", [*COLUMNS, "seq"])
 @pytest.mark.parametrize("seq", [1, 5, 10])
 def test_changing_any_column_of_any_event_fails_at_that_seq(
-    pristine: Path, tmp_path: Path, column: str, seq: int
+    pristine: Copies, tmp_path: Path, column: str, seq: int
 ) -> None:
     db = _copy(pristine, tmp_path)
-    conn = sqlite3.connect(db)
+    conn = connect(db)
     if column == "seq":
         conn.execute("UPDATE audit_event SET seq = seq + 1000 WHERE seq = ?", (seq,))
     elif column == "payload":
@@ -116,7 +121,7 @@ def test_changing_any_column_of_any_event_fails_at_that_seq(
     elif column == "proposal_id":
         conn.execute(
             "UPDATE audit_event SET proposal_id = CASE WHEN proposal_id IS NULL THEN 'X' "
-            "ELSE proposal_id || 'X' END WHERE seq = ?",
+            "ELSE 'Z' || substr(proposal_id, 2) END WHERE seq = ?",  # ids start 0-7; the column holds 26
             (seq,),
         )
     else:
@@ -130,15 +135,15 @@ def test_changing_any_column_of_any_event_fails_at_that_seq(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_single_character_change_is_named(
-    pristine: Path, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+    pristine: Copies, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
 ) -> None:
     db = _copy(pristine, tmp_path_factory.mktemp("byte"))
-    conn = sqlite3.connect(db)
+    conn = connect(db)
     seq = data.draw(st.integers(1, 10), label="seq")
     column = data.draw(st.sampled_from(["at", "kind", "actor", "payload", "prev_hash", "hash"]), label="column")
     value = conn.execute(f"SELECT {column} FROM audit_event WHERE seq = ?", (seq,)).fetchone()[0]
     i = data.draw(st.integers(0, len(value) - 1), label="index")
-    ch = data.draw(st.characters(codec="ascii").filter(lambda c: c != value[i]), label="char")
+    ch = data.draw(st.characters(codec="ascii").filter(lambda c: c not in (value[i], "\x00")), label="char")
     conn.execute(f"UPDATE audit_event SET {column} = ? WHERE seq = ?", (value[:i] + ch + value[i + 1 :], seq))
     conn.commit()
     conn.close()
@@ -146,18 +151,18 @@ def test_any_single_character_change_is_named(
     assert report.problem is not None and report.problem.seq == seq
 
 
-def test_removed_middle_event_is_named(pristine: Path, tmp_path: Path) -> None:
+def test_removed_middle_event_is_named(pristine: Copies, tmp_path: Path) -> None:
     db = _copy(pristine, tmp_path)
-    conn = sqlite3.connect(db)
+    conn = connect(db)
     conn.execute("DELETE FROM audit_event WHERE seq = 4")
     conn.commit()
     report = _verify(db)
     assert report.problem is not None and report.problem.seq == 4 and "missing" in report.problem.reason
 
 
-def test_inserted_event_is_named(pristine: Path, tmp_path: Path) -> None:
+def test_inserted_event_is_named(pristine: Copies, tmp_path: Path) -> None:
     db = _copy(pristine, tmp_path)
-    conn = sqlite3.connect(db)
+    conn = connect(db)
     conn.execute("UPDATE audit_event SET seq = -seq WHERE seq >= 4")  # make room for one...
     conn.execute("UPDATE audit_event SET seq = 1 - seq WHERE seq < 0")  # ...by shifting the rest up
     conn.execute(
@@ -169,16 +174,16 @@ def test_inserted_event_is_named(pristine: Path, tmp_path: Path) -> None:
     assert report.problem is not None and report.problem.seq == 4
 
 
-def _head(db: Path) -> str:
+def _head(db: Database) -> str:
     """The line `audit head` prints: 'SEQ HASH'."""
     with Reader(db) as r:
         seq, digest = r.head()
     return f"{seq} {digest}"
 
 
-def _rewrite_from(db: Path, seq: int) -> None:
+def _rewrite_from(db: Database, seq: int) -> None:
     """An attacker with the file: change the event at ``seq`` and recompute every hash after it."""
-    conn = sqlite3.connect(db)
+    conn = connect(db)
     payload = json.loads(conn.execute("SELECT payload FROM audit_event WHERE seq = ?", (seq,)).fetchone()[0])
     payload["rewritten"] = True
     conn.execute("UPDATE audit_event SET payload = ? WHERE seq = ?", (canonical_json(payload), seq))
@@ -195,16 +200,16 @@ def _rewrite_from(db: Path, seq: int) -> None:
     conn.close()
 
 
-def _grow(db: Path, n: int = 3) -> None:
+def _grow(db: Database, n: int = 3) -> None:
     with Store(db) as store:
         for i in range(n):
             store.propose(draft(f"notes/grown-{i}.md", b"more\n"))
 
 
-def test_removed_tail_needs_the_head_kept_elsewhere(pristine: Path, tmp_path: Path) -> None:
+def test_removed_tail_needs_the_head_kept_elsewhere(pristine: Copies, tmp_path: Path) -> None:
     db = _copy(pristine, tmp_path)
     head = _head(db)
-    conn = sqlite3.connect(db)
+    conn = connect(db)
     conn.execute("DELETE FROM audit_event WHERE seq >= 9")
     conn.commit()
     assert _verify(db).ok  # the chain alone cannot see a cut tail...
@@ -216,7 +221,7 @@ def test_removed_tail_needs_the_head_kept_elsewhere(pristine: Path, tmp_path: Pa
     assert _verify(_copy(pristine, tmp_path / "b"), expect_head=head).ok
 
 
-def test_a_grown_log_still_holds_the_saved_head(pristine: Path, tmp_path: Path) -> None:
+def test_a_grown_log_still_holds_the_saved_head(pristine: Copies, tmp_path: Path) -> None:
     db = _copy(pristine, tmp_path)
     head = _head(db)
     _grow(db)
@@ -227,10 +232,10 @@ def test_a_grown_log_still_holds_the_saved_head(pristine: Path, tmp_path: Path) 
     assert _verify(db, expect_head=bare).ok
 
 
-def test_a_grown_log_cut_before_the_saved_head_fails(pristine: Path, tmp_path: Path) -> None:
+def test_a_grown_log_cut_before_the_saved_head_fails(pristine: Copies, tmp_path: Path) -> None:
     db = _copy(pristine, tmp_path)
     head = _head(db)
-    conn = sqlite3.connect(db)
+    conn = connect(db)
     conn.execute("DELETE FROM audit_event WHERE seq >= 7")
     conn.commit()
     conn.close()
@@ -240,7 +245,7 @@ def test_a_grown_log_cut_before_the_saved_head_fails(pristine: Path, tmp_path: P
 
 
 @pytest.mark.parametrize("grow", [False, True])
-def test_a_rewritten_log_fails_even_when_its_chain_verifies(pristine: Path, tmp_path: Path, grow: bool) -> None:
+def test_a_rewritten_log_fails_even_when_its_chain_verifies(pristine: Copies, tmp_path: Path, grow: bool) -> None:
     db = _copy(pristine, tmp_path)
     head = _head(db)
     saved = head.split()[1]
@@ -250,7 +255,7 @@ def test_a_rewritten_log_fails_even_when_its_chain_verifies(pristine: Path, tmp_
     assert _verify(db).ok  # recomputed hashes: the chain alone is consistent again
     report = _verify(db, expect_head=head)
     assert report.problem is not None and report.problem.seq == 10 and report.problem.saved_head
-    conn = sqlite3.connect(db)
+    conn = connect(db)
     now_at_10 = conn.execute("SELECT hash FROM audit_event WHERE seq = 10").fetchone()[0]
     conn.close()
     assert report.problem.reason.startswith(
@@ -260,10 +265,10 @@ def test_a_rewritten_log_fails_even_when_its_chain_verifies(pristine: Path, tmp_
     assert bare.problem is not None and "is at no seq of the log" in bare.problem.reason
 
 
-def test_a_head_broken_in_the_chain_itself_names_the_first_bad_row(pristine: Path, tmp_path: Path) -> None:
+def test_a_head_broken_in_the_chain_itself_names_the_first_bad_row(pristine: Copies, tmp_path: Path) -> None:
     db = _copy(pristine, tmp_path)
     head = _head(db)
-    conn = sqlite3.connect(db)
+    conn = connect(db)
     conn.execute("UPDATE audit_event SET actor = 'mallory' WHERE seq = 4")
     conn.commit()
     conn.close()
@@ -302,13 +307,14 @@ def test_parse_head_says_what_is_wrong(text: str, message: str) -> None:
         parse_head(text)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_empty_chain_head_is_genesis(home: Home) -> None:
-    with Reader(home.db_path) as r:
+    with Reader(home.database) as r:
         assert r.head() == (0, GENESIS)
         assert verify_chain(r).ok
 
 
-def test_verify_rows_from_a_verified_head_checks_only_the_tail(pristine: Path, tmp_path: Path) -> None:
+def test_verify_rows_from_a_verified_head_checks_only_the_tail(pristine: Copies, tmp_path: Path) -> None:
     db = _copy(pristine, tmp_path)
     with Reader(db) as reader:
         seq6 = reader.events(after_seq=5, limit=1)[0]
@@ -321,14 +327,16 @@ def test_verify_rows_from_a_verified_head_checks_only_the_tail(pristine: Path, t
     assert gap.problem is not None and gap.problem.seq == 7 and "missing" in gap.problem.reason
 
 
-def test_the_review_footer_checks_new_events_incrementally_and_names_a_bad_one(pristine: Path, tmp_path: Path) -> None:
+def test_the_review_footer_checks_new_events_incrementally_and_names_a_bad_one(
+    pristine: Copies, tmp_path: Path
+) -> None:
     db = _copy(pristine, tmp_path)
     watch = ChainWatch(db)
     assert watch.full() == Integrity("ok", 10)
     _grow(db, 2)
     assert watch.current() == Integrity("ok", 12)
     _grow(db, 1)
-    conn = sqlite3.connect(db)
+    conn = connect(db)
     conn.execute("UPDATE audit_event SET actor = 'mallory' WHERE seq = 13")
     conn.commit()
     conn.close()

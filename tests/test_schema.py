@@ -15,7 +15,9 @@ from gatekeeper.store import events as ev
 from gatekeeper.store import migrate
 from gatekeeper.store.schema import SQLModel
 from gatekeeper.store.store import Store
+from gatekeeper.store.target import PostgresUrl
 from gatekeeper.store.version import HEAD_REVISION, KNOWN_REVISIONS
+from tests.pg_support import BACKENDS, raw
 
 EXPECTED_COLUMNS = {
     "proposal": [
@@ -129,11 +131,51 @@ def _names(conn: sqlite3.Connection, kind: str) -> set[str]:
     return {r[0] for r in rows}
 
 
+# On PostgreSQL every table whose DELETE is refused also refuses TRUNCATE (it skips row triggers).
+TRUNCATE_TRIGGERS = {f"{t[: -len('_no_delete')]}_no_truncate" for t in EXPECTED_TRIGGERS if t.endswith("_no_delete")}
+
+
+def _columns(conn: object, home: Home, table: str) -> list[str]:
+    if isinstance(home.database, PostgresUrl):
+        sql = "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position"
+        return [r[0] for r in conn.execute(sql, (table,))]  # type: ignore[attr-defined]
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]  # type: ignore[attr-defined]
+
+
+def _postgres_schema(conn: object) -> tuple[set[str], set[str], set[str], dict[str, list[str]]]:
+    """Tables, indexes (not primary keys or UNIQUE constraints), triggers, and each UNIQUE's table."""
+    q = conn.execute  # type: ignore[attr-defined]
+    tables = {r[0] for r in q("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")}
+    indexes, uniques = set(), {}
+    for name, table, primary, unique, columns in q(
+        "SELECT i.relname, t.relname, x.indisprimary, x.indisunique, pg_get_indexdef(x.indexrelid) "
+        "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
+        "JOIN pg_namespace n ON n.oid = t.relnamespace WHERE n.nspname = 'public'"
+    ):
+        if unique and not primary:  # a UNIQUE constraint's index (SQLite's sqlite_autoindex_*)
+            uniques.setdefault(table, []).append(columns.rsplit("(", 1)[1].rstrip(")"))
+        elif not primary:
+            indexes.add(name)
+    triggers = {r[0] for r in q("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")}
+    return tables, indexes, triggers, uniques
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_blank_database_has_exactly_the_expected_schema(home: Home) -> None:
-    conn = sqlite3.connect(home.db_path)
-    assert _names(conn, "table") == set(EXPECTED_COLUMNS)
+    conn = raw(home)
     for table, columns in EXPECTED_COLUMNS.items():
-        assert [r[1] for r in conn.execute(f"PRAGMA table_info({table})")] == columns, table
+        assert _columns(conn, home, table) == columns, table
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (HEAD_REVISION,)
+    if isinstance(home.database, PostgresUrl):
+        tables, indexes, triggers, uniques = _postgres_schema(conn)
+        assert (tables, indexes) == (set(EXPECTED_COLUMNS), EXPECTED_INDEXES)
+        assert triggers == EXPECTED_TRIGGERS | TRUNCATE_TRIGGERS
+        assert uniques == {"decision": ["proposal_id"], "commit_record": ["proposal_id"], "passkey": ["credential_id"]}
+        assert conn.execute(
+            "SELECT data_type FROM information_schema.columns WHERE table_name = 'proposal' AND column_name = 'content'"
+        ).fetchone() == ("bytea",)
+        return
+    assert _names(conn, "table") == set(EXPECTED_COLUMNS)
     assert _names(conn, "index") == EXPECTED_INDEXES
     assert _names(conn, "trigger") == EXPECTED_TRIGGERS
     # UNIQUE(proposal_id) on decision and commit_record: one decision, one outcome per proposal.
@@ -141,16 +183,16 @@ def test_blank_database_has_exactly_the_expected_schema(home: Home) -> None:
         uniques = [r for r in conn.execute(f"PRAGMA index_list({table})") if r[2] == 1]
         cols = [conn.execute(f"PRAGMA index_info({u[1]})").fetchone()[2] for u in uniques]
         assert cols == ["proposal_id"], table
-    assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (HEAD_REVISION,)
     assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_models_mirror_the_migrated_schema(home: Home) -> None:
     """SQLModel classes and migrations must not drift apart."""
-    conn = sqlite3.connect(home.db_path)
+    conn = raw(home)
     for name, table in SQLModel.metadata.tables.items():
         assert [c.name for c in table.columns] == EXPECTED_COLUMNS[name], name
-        assert [r[1] for r in conn.execute(f"PRAGMA table_info({name})")] == EXPECTED_COLUMNS[name]
+        assert _columns(conn, home, name) == EXPECTED_COLUMNS[name]
     assert set(SQLModel.metadata.tables) == set(EXPECTED_COLUMNS) - {"alembic_version"}
 
 
@@ -172,14 +214,15 @@ def test_pragmas_on_every_connection(store: Store) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_newer_schema_is_refused(home: Home) -> None:
-    conn = sqlite3.connect(home.db_path)
+    conn = raw(home)
     conn.execute("UPDATE alembic_version SET version_num = '9999'")
     conn.commit()
     with pytest.raises(SchemaTooNew, match=r"9999.*newer than this Gatekeeper"):
-        Store(home.db_path)
+        Store(home.database)
     with pytest.raises(SchemaTooNew):
-        migrate.status(home.db_path)
+        migrate.status(home.database)
 
 
 def test_blank_database_says_to_upgrade(tmp_path: Path) -> None:

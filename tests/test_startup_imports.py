@@ -20,9 +20,12 @@ from gatekeeper.home import Home
 from tests.helpers import line_queue, next_line, wait_until
 from tests.proxy_support import REPO
 
-# Never in the proxy's process: the store's ORM and migrations, the review page, rich, Jinja2
-# (the policy below has no template), and every command module but ``proxy``.
+# Never in the proxy's process: the store's ORM and migrations, the PostgreSQL driver (the store
+# here is SQLite), the review page, rich, Jinja2 (the policy below has no template), and every
+# command module but ``proxy``.
 NEVER = (
+    "psycopg",
+    "gatekeeper.store.postgres",
     "sqlalchemy",
     "sqlmodel",
     "alembic",
@@ -190,4 +193,6 @@ def test_the_proxy_domain_needs_only_the_wire_types_not_the_sdk() -> None:
     assert done.returncode == 0, done.stderr
     loaded = set(json.loads(done.stdout))
     assert "mcp_types" in loaded  # it did import the domain
-    assert loaded & {"mcp", "sqlalchemy", "sqlmodel", "jinja2", "rich", "starlette", "httpx", "httpx2"} == set()
+    assert (
+        loaded & {"mcp", "sqlalchemy", "sqlmodel", "psycopg", "jinja2", "rich", "starlette", "httpx", "httpx2"} == set()
+    )

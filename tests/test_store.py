@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -20,15 +19,22 @@ from gatekeeper.store.follow import Changes, Follower
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 from tests.helpers import PROOF, add_reviewer, draft, wait_until
+from tests.pg_support import BACKENDS, raw
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Every test here runs on SQLite and on PostgreSQL."""
+    return str(request.param)
 
 
 def kinds(home: Home) -> list[str]:
-    with Reader(home.db_path) as r:
+    with Reader(home.database) as r:
         return [e[2] for e in r.events()]
 
 
 def status(home: Home, pid: str) -> str:
-    with Reader(home.db_path) as r:
+    with Reader(home.database) as r:
         detail = r.proposal(pid)
     assert detail is not None
     return detail["status"]
@@ -38,7 +44,7 @@ def test_propose_records_exact_bytes_and_its_event(home: Home, store: Store) -> 
     content = "caf\u00e9 \u202e\n".encode() + b"\x00\xff"
     p = store.propose(draft(content=content, arguments={"x": 1.0, "n": 12345678901234567890, "z": None}))
     assert p.created
-    with Reader(home.db_path) as r:
+    with Reader(home.database) as r:
         detail = r.proposal(p.id)
     assert detail is not None
     assert detail["content"] == content
@@ -80,7 +86,7 @@ def test_decision_is_signed_over_the_exact_proposal(home: Home, store: Store) ->
     p = store.propose(draft())
     store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", proof=PROOF)
     row = (
-        sqlite3.connect(home.db_path)
+        raw(home)
         .execute(
             "SELECT d.proposal_id, d.verdict, d.reviewer, d.reason, d.sha256, d.path, d.decided_at, d.signature, "
             "d.key_id, p.server, p.tool, p.workspace, p.workspace_real FROM decision d JOIN proposal p "
@@ -130,7 +136,7 @@ def test_bad_decisions_are_refused_and_recorded(home: Home, store: Store, change
     with pytest.raises(error):
         store.decide(p.id, **args, proof=PROOF)
     assert status(home, p.id) == "pending"
-    with Reader(home.db_path) as r:
+    with Reader(home.database) as r:
         last = r.events()[-1]
     assert last[2] == "decision_refused" and json.loads(last[5])["why"] == why
 
@@ -220,7 +226,7 @@ def test_outcome_statuses(home: Home, store: Store, outcome: str) -> None:
     store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", proof=PROOF)
     store.record_commit_outcomes([{"proposal_id": p.id, "outcome": outcome, "detail": "why"}])
     assert status(home, p.id) == outcome
-    with Reader(home.db_path) as r:
+    with Reader(home.database) as r:
         assert [row.id for row in r.proposals(status=outcome)] == [p.id]
         assert r.proposals(status="approved") == []
 
@@ -276,7 +282,7 @@ def test_outcome_for_an_unknown_proposal_is_refused(store: Store) -> None:
 
 
 def test_changes_see_commits_of_other_connections_only(home: Home, store: Store) -> None:
-    with Reader(home.db_path) as r:
+    with Reader(home.database) as r:
         changes = Changes(r, fallback=None)
         assert changes.changed()  # the first look always says yes
         assert not changes.changed()
@@ -288,7 +294,7 @@ def test_changes_see_commits_of_other_connections_only(home: Home, store: Store)
 
 def test_follower_yields_new_events_after_a_seq_with_its_filters(home: Home, store: Store) -> None:
     add_reviewer(store)
-    with Reader(home.db_path) as r:
+    with Reader(home.database) as r:
         everything, from_now = Follower(r, 0), Follower(r)
         only_proposals = Follower(r, 0, kind=ev.PROPOSAL_CREATED)
         assert [e[2] for e in everything.poll()] == [ev.REVIEWER_ADDED]

@@ -27,7 +27,7 @@ def init(ctx: Ctx) -> None:
         click.echo(f"Initialised Gatekeeper home at {home.path}")
     else:
         click.echo(f"Gatekeeper home at {home.path} is already initialised; nothing to do")
-    click.echo(f"  database   {home.db_path}")
+    click.echo(f"  database   {home.database}")
     click.echo(f"  secret key  {home.key_path} (mode 0600; keep it out of backups you share)")
     click.echo(f"  decision key {home.keys.private_path} (Ed25519, mode 0600; only the review side needs it)")
 
@@ -53,11 +53,11 @@ def db_status(ctx: Ctx, as_json: bool) -> None:
     from gatekeeper.store import migrate
 
     _existing_home(ctx)
-    st = migrate.status(ctx.home.db_path)
+    st = migrate.status(ctx.home.database)
     if as_json:
         emit_json(
             {
-                "database": str(ctx.home.db_path),
+                "database": str(ctx.home.database),  # a server's URL without its password
                 "current": st.current,
                 "head": st.head,
                 "pending": list(st.pending),
@@ -65,9 +65,9 @@ def db_status(ctx: Ctx, as_json: bool) -> None:
             }
         )
     elif st.up_to_date:
-        click.echo(f"{ctx.home.db_path}: schema {st.current} (up to date)")
+        click.echo(f"{ctx.home.database}: schema {st.current} (up to date)")
     else:
-        click.echo(f"{ctx.home.db_path}: schema {st.current or 'none'}; pending: {', '.join(st.pending)}")
+        click.echo(f"{ctx.home.database}: schema {st.current or 'none'}; pending: {', '.join(st.pending)}")
         click.echo("  → run `gatekeeper db upgrade`")
     if not st.up_to_date:
         raise SystemExit(1)
@@ -80,16 +80,16 @@ def db_upgrade(ctx: Ctx) -> None:
     from gatekeeper.store import migrate
 
     _existing_home(ctx)
-    before = migrate.upgrade(ctx.home.db_path)
+    before = migrate.upgrade(ctx.home.database)
     if before.up_to_date:
-        click.echo(f"{ctx.home.db_path}: already at {before.head}; nothing to do")
+        click.echo(f"{ctx.home.database}: already at {before.head}; nothing to do")
         return
     from gatekeeper.store.store import Store
 
-    with Store(ctx.home.db_path) as store:
+    with Store(ctx.home.database, keys_dir=ctx.home.keys.folder) as store:
         store.append_event(
             ev.DB_UPGRADE,
             ctx.actor,
             {"from": before.current, "to": before.head, "applied": list(before.pending)},
         )
-    click.echo(f"{ctx.home.db_path}: upgraded {before.current or 'blank'} → {before.head}")
+    click.echo(f"{ctx.home.database}: upgraded {before.current or 'blank'} → {before.head}")

@@ -39,8 +39,9 @@ class CommitRecords(Transactions):
         ``"not approved"``. ``before_commit`` (no arguments) runs inside the transaction just
         before COMMIT, so crash tests can kill the process there.
         """
-        states: dict[str, str] = {}
-        with self.transaction() as tx:
+
+        def work(tx: Tx) -> dict[str, str]:
+            states: dict[str, str] = {}
             known = _intent_state(tx, proposal_ids)
             for pid in proposal_ids:
                 row = known.get(pid)
@@ -57,7 +58,10 @@ class CommitRecords(Transactions):
                     states[pid] = "new"
             if before_commit is not None:
                 before_commit()
-        return states
+            return states
+
+        # Idempotent: after a lost COMMIT the second run finds the intents ("existing").
+        return self.retrying(work)
 
     def record_commit_outcomes(
         self,
@@ -75,8 +79,9 @@ class CommitRecords(Transactions):
         for item in outcomes:
             if item["outcome"] not in OUTCOMES:
                 raise InvalidInput(f"unknown outcome {item['outcome']!r}", f"use one of {', '.join(OUTCOMES)}")
-        recorded: dict[str, bool] = {}
-        with self.transaction() as tx:
+
+        def work(tx: Tx) -> dict[str, bool]:
+            recorded: dict[str, bool] = {}
             state = _outcome_state(tx, [item["proposal_id"] for item in outcomes])
             for item in outcomes:
                 pid = item["proposal_id"]
@@ -97,7 +102,11 @@ class CommitRecords(Transactions):
                     after_row(pid)
                 tx.append_event(ev.COMMIT_OUTCOME, actor, fields, pid)
                 recorded[pid] = True
-        return recorded
+            return recorded
+
+        # Idempotent: after a lost COMMIT the second run finds the outcome and writes nothing twice
+        # (that proposal then reads False, as if another committer had been faster).
+        return self.retrying(work)
 
 
 def _intent_state(tx: Tx, ids: list[str]) -> dict[str, tuple[Any, ...]]:

@@ -1,4 +1,4 @@
-"""The writer's sqlite3 connections, with the settings every process that writes needs.
+"""The writer's connections: SQLite's settings here, a pool that keeps one open for either backend.
 
 WAL lets readers run beside the one writer; ``synchronous=FULL`` makes each commit durable;
 ``BEGIN IMMEDIATE`` takes the write lock up front so a read-then-write transaction can never
@@ -14,9 +14,12 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gatekeeper.store.version import BUSY_TIMEOUT_MS
+
+if TYPE_CHECKING:
+    from gatekeeper.store.backends import Backend
 
 
 def configure(conn: sqlite3.Connection) -> None:
@@ -35,29 +38,28 @@ class WriterPool:
 
     A kept-open connection matters: reconnecting per transaction re-ran the PRAGMAs and let the
     last close checkpoint and delete the WAL, which cost ~1 ms and two fsyncs a write (bench/).
-    Thread-safe: the review page's routes run in a thread pool.
+    Thread-safe: the review page's routes run in a thread pool. A PostgreSQL connection that broke
+    (the server restarted) is closed, never kept: the next user opens a new one.
     """
 
-    def __init__(self, db_path: Path) -> None:
-        self.db_path = Path(db_path)
-        self._idle: sqlite3.Connection | None = None
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self._idle: Any = None
         self._lock = threading.Lock()
 
-    def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
-        configure(conn)
-        return conn
-
     @contextmanager
-    def connection(self) -> Iterator[sqlite3.Connection]:
+    def connection(self) -> Iterator[Any]:
         """A configured connection, outside any transaction, for the length of the block."""
         with self._lock:
             conn, self._idle = self._idle, None
-        conn = conn or self._open()
+        conn = conn or self.backend.connect_writer()
         try:
             yield conn
         finally:
-            if conn.in_transaction:  # a failed COMMIT: never hand a connection on mid-transaction
+            if not self.backend.reusable(conn):
+                conn.close()
+                conn = None
+            elif self.backend.in_transaction(conn):  # a failed COMMIT: never hand a connection on mid-transaction
                 conn.execute("ROLLBACK")
             with self._lock:
                 if self._idle is None:

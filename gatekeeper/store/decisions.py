@@ -8,7 +8,6 @@ what the page posted, ``approval_refused`` for a proof that did not hold) and de
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -159,7 +158,7 @@ class Decisions(Transactions):
         tx.run("SAVEPOINT decide")
         try:
             events = [record_decision(tx, p, signer, actor, checked, i) for i, p in zip(indexes, posted, strict=True)]
-        except sqlite3.IntegrityError:  # the UNIQUE index is the last word
+        except tx.integrity_errors:  # the UNIQUE index is the last word
             tx.run("ROLLBACK TO decide")
             return None
         if checked is not None:

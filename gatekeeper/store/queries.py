@@ -7,16 +7,15 @@ committed outcome created/applied/deleted   conflict / refused / failed: that ou
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from gatekeeper.canonical import now_ts
-from gatekeeper.store.chain import GENESIS, EventRow
+from gatekeeper.store.backends import backend_for, lost
+from gatekeeper.store.chain import GENESIS, EventRow, Fetching
 from gatekeeper.store.events import CHECKPOINT, COMMIT_INTENT
-from gatekeeper.store.version import BUSY_TIMEOUT_MS
+from gatekeeper.store.target import Database
 
 STATUSES = ("pending", "expired", "rejected", "approved", "committed", "conflict", "refused", "failed")
 
@@ -88,15 +87,32 @@ class ProposalRow:
 
 
 class Reader:
-    """Plain sqlite3, read-only (``mode=ro``): ``audit`` can never write, even by mistake."""
+    """A read-only connection (SQLite ``mode=ro``; PostgreSQL a read-only session): ``audit`` can
+    never write, even by mistake. On SQLite ``_q`` is the connection's own ``execute``."""
 
-    def __init__(self, db_path: Path) -> None:
-        self.db_path = Path(db_path)
-        self._conn = sqlite3.connect(
-            f"file:{self.db_path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
-        )
-        self._conn.isolation_level = None  # autocommit; snapshots are taken with explicit BEGIN
-        self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    def __init__(self, db_path: Database) -> None:
+        self._backend = backend_for(db_path)
+        self.db_path = self._backend.database
+        self._conn = self._backend.connect_reader()
+        self._q: Callable[..., Any] = self._conn.execute if self._backend.translate is None else self._translated
+
+    def _translated(self, sql: str, params: tuple[Any, ...] | dict[str, Any] | list[Any] = ()) -> Any:
+        """PostgreSQL: the SQLite-dialect query rewritten; a lost connection reopened once outside a
+        snapshot (a read is idempotent), else reported as ``DatabaseUnreachable``."""
+        assert self._backend.translate is not None
+        text = self._backend.translate(sql)
+        inside = self._backend.in_transaction(self._conn)  # a snapshot cannot be resumed elsewhere
+        try:
+            return self._conn.execute(text, params)
+        except self._backend.lost_errors as exc:
+            if inside or self._backend.reusable(self._conn):
+                raise lost(self.db_path, exc) from exc
+            self._conn.close()
+            self._conn = self._backend.connect_reader()
+            try:
+                return self._conn.execute(text, params)
+            except self._backend.lost_errors as again:
+                raise lost(self.db_path, again) from again
 
     def close(self) -> None:
         self._conn.close()
@@ -136,13 +152,13 @@ class Reader:
         if limit is not None:
             sql += " LIMIT :limit"
             params["limit"] = limit
-        return [ProposalRow(*row) for row in self._conn.execute(sql, params)]
+        return [ProposalRow(*row) for row in self._q(sql, params)]
 
     def proposal(self, proposal_id: str, now: str | None = None) -> dict[str, Any] | None:
         """Everything about one proposal: its row, decision, outcome and events."""
-        self._conn.execute("BEGIN")  # one snapshot for all the reads below
+        self._q(self._backend.snapshot_begin)  # one snapshot for all the reads below
         try:
-            cur = self._conn.execute(
+            cur = self._q(
                 f"SELECT p.*, {STATUS_SQL} AS status {_FROM} WHERE p.id = :id",
                 {"id": proposal_id, "now": now or now_ts()},
             )
@@ -154,26 +170,29 @@ class Reader:
             result["commit"] = self._one("SELECT * FROM commit_record WHERE proposal_id = ?", proposal_id)
             result["events"] = [
                 event_dict(r)
-                for r in self._conn.execute(
-                    "SELECT * FROM audit_event WHERE proposal_id = ? ORDER BY seq", (proposal_id,)
-                )
+                for r in self._q("SELECT * FROM audit_event WHERE proposal_id = ? ORDER BY seq", (proposal_id,))
             ]
             return result
         finally:
-            self._conn.execute("COMMIT")
+            self._q("COMMIT")
+
+    def first(self, sql: str, params: tuple[object, ...] = ()) -> tuple[object, ...] | None:
+        """One row of a store module's own query (``reviews``), in the store's SQLite dialect."""
+        row: tuple[object, ...] | None = self._q(sql, params).fetchone()
+        return row
 
     def has_proposal(self, proposal_id: str) -> bool:
-        return self._conn.execute("SELECT 1 FROM proposal WHERE id = ?", (proposal_id,)).fetchone() is not None
+        return self._q("SELECT 1 FROM proposal WHERE id = ?", (proposal_id,)).fetchone() is not None
 
     def _one(self, sql: str, *params: Any) -> dict[str, Any] | None:
-        cur = self._conn.execute(sql, params)
+        cur = self._q(sql, params)
         row = cur.fetchone()
         return dict(zip([c[0] for c in cur.description], row, strict=True)) if row else None
 
     def proposal_state(self, proposal_id: str, now: str | None = None) -> dict[str, Any] | None:
         """Where one proposal stands: its status and the fields that say why, without its content
         (the proxy re-reads this while an agent waits)."""
-        cur = self._conn.execute(
+        cur = self._q(
             f"SELECT p.id, {STATUS_SQL} AS status, p.workspace, p.path, p.sha256, p.size, p.created_at, "
             "p.expires_at, d.reviewer, d.reason, d.decided_at, c.outcome, c.final_path, c.detail, p.mode, "
             "p.base_sha256, p.base_size "
@@ -185,7 +204,7 @@ class Reader:
 
     def pending_count(self) -> int:
         """How many proposals wait for a decision (the review page's badge)."""
-        row = self._conn.execute(
+        row = self._q(
             "SELECT count(*) FROM proposal p LEFT JOIN decision d ON d.proposal_id = p.id "
             f"WHERE {STATUS_WHERE['pending']}",
             {"now": now_ts()},
@@ -194,11 +213,11 @@ class Reader:
 
     def servers(self) -> list[str]:
         """Every downstream server that ever proposed, for the review page's filter."""
-        return [r[0] for r in self._conn.execute("SELECT DISTINCT server FROM proposal ORDER BY server")]
+        return [r[0] for r in self._q("SELECT DISTINCT server FROM proposal ORDER BY server")]
 
     def other_pending(self, proposal_id: str, path: str, workspace: str, limit: int = 20) -> list[dict[str, Any]]:
         """Other pending proposals for the same destination, newest first: approving one makes the rest conflict."""
-        cur = self._conn.execute(
+        cur = self._q(
             "SELECT p.id, p.created_at, p.sha256 FROM proposal p LEFT JOIN decision d ON d.proposal_id = p.id "
             f"WHERE p.path = :path AND p.workspace = :ws AND p.id != :id AND {STATUS_WHERE['pending']} "
             "ORDER BY p.created_at DESC LIMIT :limit",
@@ -210,12 +229,12 @@ class Reader:
         """(proposal id, workspace, path, final_path, sha256, outcome) of the LATEST committed
         proposal per destination, in commit order: what the file should be now. A later approved
         change supersedes an earlier one; outcome ``deleted`` means the file should be absent."""
-        yield from self._conn.execute(
+        yield from self._q(
             "SELECT id, workspace, path, final_path, sha256, outcome FROM ("
             "SELECT p.id, p.workspace, p.path, c.final_path, p.sha256, c.outcome, c.id AS commit_id, "
             "row_number() OVER (PARTITION BY p.workspace, p.path ORDER BY c.id DESC) AS newest "
             "FROM commit_record c JOIN proposal p ON p.id = c.proposal_id "
-            "WHERE c.outcome IN ('created', 'applied', 'deleted')) WHERE newest = 1 ORDER BY commit_id"
+            "WHERE c.outcome IN ('created', 'applied', 'deleted')) AS latest WHERE newest = 1 ORDER BY commit_id"
         )
 
     # -- events ------------------------------------------------------------------------------
@@ -244,35 +263,37 @@ class Reader:
         if limit is not None:
             sql += " LIMIT :limit"
             params["limit"] = limit
-        return list(self._conn.execute(sql, params))
+        return list(self._q(sql, params))
 
-    def all_events(self, since: str | None = None) -> sqlite3.Cursor:
+    def all_events(self, since: str | None = None) -> Fetching:
         """Every event (at or after ``since``) in seq order, for ``verify`` and ``export`` to stream
         (use ``chain.batched``)."""
         sql = "SELECT seq, at, kind, actor, proposal_id, payload, prev_hash, hash FROM audit_event"
-        if since is None:
-            return self._conn.execute(sql + " ORDER BY seq")
-        return self._conn.execute(sql + " WHERE at >= ? ORDER BY seq", (since,))
+        cursor: Fetching = (
+            self._q(sql + " ORDER BY seq") if since is None else self._q(sql + " WHERE at >= ? ORDER BY seq", (since,))
+        )
+        return cursor
 
     def head(self) -> tuple[int, str]:
-        row = self._conn.execute("SELECT seq, hash FROM audit_event ORDER BY seq DESC LIMIT 1").fetchone()
+        row = self._q("SELECT seq, hash FROM audit_event ORDER BY seq DESC LIMIT 1").fetchone()
         return (row[0], row[1]) if row else (0, GENESIS)
 
     def checkpoints(self) -> list[tuple[int, str, str | None]]:
         """Every signed checkpoint (``audit.checkpoints``): its seq, its payload, and the stored hash
         of the event at the seq it names (None: no such event any more)."""
-        return self._conn.execute(
-            "SELECT e.seq, e.payload, t.hash FROM audit_event e "
-            "LEFT JOIN audit_event t ON t.seq = json_extract(e.payload, '$.seq') WHERE e.kind = ? ORDER BY e.seq",
+        rows = self._q(
+            "SELECT e.seq, e.payload, t.hash FROM audit_event e LEFT JOIN audit_event t "
+            "ON t.seq = CAST(json_extract(e.payload, '$.seq') AS INTEGER) WHERE e.kind = ? ORDER BY e.seq",
             (CHECKPOINT,),
         ).fetchall()
+        return [(int(seq), str(payload), hash_) for seq, payload, hash_ in rows]
 
     def event_count(self) -> int:
         """Rows in the log, counted apart from the chain (which stops at the first bad row)."""
-        return int(self._conn.execute("SELECT count(*) FROM audit_event").fetchone()[0])
+        return int(self._q("SELECT count(*) FROM audit_event").fetchone()[0])
 
     def reviewers(self) -> list[dict[str, Any]]:
-        cur = self._conn.execute("SELECT name, created_at, disabled_at FROM reviewer ORDER BY name")
+        cur = self._q("SELECT name, created_at, disabled_at FROM reviewer ORDER BY name")
         return [dict(zip(("name", "created_at", "disabled_at"), r, strict=True)) for r in cur]
 
     # -- the committer's queue -------------------------------------------------------------------
@@ -285,10 +306,10 @@ class Reader:
         decision up to some id need not look below it again: a pass costs the new decisions, not
         the whole history. Content is left out; ``proposal_contents`` fetches it a batch at a time.
         """
-        self._conn.execute("BEGIN")
+        self._q(self._backend.snapshot_begin)
         try:
-            high = self._conn.execute("SELECT coalesce(max(id), 0) FROM decision").fetchone()[0]
-            cur = self._conn.execute(
+            high = self._q("SELECT coalesce(max(id), 0) FROM decision").fetchone()[0]
+            cur = self._q(
                 f"{CANDIDATE_SELECT} WHERE d.id > ? AND d.id <= ? AND d.verdict = 'approved' "
                 "AND c.proposal_id IS NULL ORDER BY p.created_at, p.id",
                 (COMMIT_INTENT, after_decision_id, high),
@@ -296,13 +317,13 @@ class Reader:
             names = [c[0] for c in cur.description]
             rows = [dict(zip(names, row, strict=True)) for row in cur]
         finally:
-            self._conn.execute("COMMIT")
+            self._q("COMMIT")
         return high, rows
 
     def passkey_approvals(self) -> list[dict[str, Any]]:
         """Every approval that carries (or claims) a passkey assertion, committed or not, as
         ``commit_queue`` rows: ``audit verify --approvals`` checks each again."""
-        cur = self._conn.execute(
+        cur = self._q(
             f"{CANDIDATE_SELECT} WHERE d.verdict = 'approved' AND (d.assertion IS NOT NULL OR d.method = 'passkey') "
             "ORDER BY d.id",
             (COMMIT_INTENT,),
@@ -316,7 +337,7 @@ class Reader:
         for start in range(0, len(proposal_ids), 500):  # stay under SQLite's bound-parameter limit
             chunk = proposal_ids[start : start + 500]
             marks = ", ".join("?" * len(chunk))
-            for pid, content in self._conn.execute(f"SELECT id, content FROM proposal WHERE id IN ({marks})", chunk):
+            for pid, content in self._q(f"SELECT id, content FROM proposal WHERE id IN ({marks})", chunk):
                 out[pid] = bytes(content)
         return out
 
@@ -333,8 +354,9 @@ class Reader:
         return [row[3] for row in self._conn.execute("EXPLAIN QUERY PLAN " + sql)]
 
     def data_version(self) -> int:
-        """SQLite's ``PRAGMA data_version``: changes whenever another connection commits."""
-        return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+        """SQLite's ``PRAGMA data_version``: changes whenever another connection commits (PostgreSQL:
+        the chain head's seq, see ``postgres``)."""
+        return int(self._q(self._backend.data_version_sql).fetchone()[0])
 
 
 def event_dict(row: EventRow) -> dict[str, Any]:

@@ -5,13 +5,13 @@ requests into calls."""
 from __future__ import annotations
 
 import secrets
-import sqlite3
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
 
 from gatekeeper.canonical import format_ts, now_ts, utc_now
 from gatekeeper.store.events import LOGIN, LOGOUT, REVIEWER_ROW_REFUSED
+from gatekeeper.store.queries import Reader
 from gatekeeper.store.signed_rows import REVIEWER_COLUMNS, reviewer_row_ok
 from gatekeeper.store.store import Store
 
@@ -29,15 +29,12 @@ class Reviews:
     def __init__(self, store: Store) -> None:
         self.store = store
         # Reads run on every request: a read-only connection, not a write transaction.
-        self._ro = sqlite3.connect(
-            f"file:{store.db_path}?mode=ro", uri=True, check_same_thread=False, isolation_level=None, timeout=10
-        )
+        self._ro = Reader(store.db_path)
         self._lock = threading.Lock()
 
     def _one(self, sql: str, params: tuple[object, ...]) -> tuple[object, ...] | None:
         with self._lock:
-            row: tuple[object, ...] | None = self._ro.execute(sql, params).fetchone()
-            return row
+            return self._ro.first(sql, params)
 
     def close(self) -> None:
         self._ro.close()
@@ -88,7 +85,7 @@ class Reviews:
         try:
             with self.store.transaction() as conn:
                 conn.insert("used_nonce", {"nonce": nonce, "purpose": purpose, "used_at": now_ts()})
-        except sqlite3.IntegrityError:
+        except self.store.backend.integrity_errors:
             return False
         return True
 
@@ -113,8 +110,10 @@ class Reviews:
             )
             if row is not None and int(row[0]) >= limit:
                 return None
-            conn.insert("login_attempt", {"name_key": name_key, "started_at": format_ts(now)})
-            found = conn.first("SELECT last_insert_rowid()")
+            found = conn.first(
+                "INSERT INTO login_attempt (name_key, started_at) VALUES (?, ?) RETURNING id",
+                (name_key, format_ts(now)),
+            )
         assert found is not None
         return int(found[0])
 

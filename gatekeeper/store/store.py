@@ -89,7 +89,8 @@ class Store(ToolPins, CommitRecords, Decisions, Passkeys):
         arguments = canonical_json(draft.arguments, allow_floats=True)
         args_sha = sha256_hex(arguments.encode("utf-8"))
         digest = sha256_hex(draft.content)
-        with self.transaction() as tx:
+
+        def work(tx: Tx) -> Proposed:
             now = now_ts()
             existing = tx.first(
                 "SELECT p.id, p.expires_at FROM proposal p WHERE p.server = ? AND p.tool = ? "
@@ -114,6 +115,9 @@ class Store(ToolPins, CommitRecords, Decisions, Passkeys):
             if reverts is not None:
                 tx.append_event(ev.REVERT_PROPOSED, actor, {"reverts": reverts, "mode": draft.mode}, pid)
             return Proposed(pid, True, digest, len(draft.content), draft.expires_at)
+
+        # Idempotent: a retry after a lost COMMIT finds the proposal pending and returns it.
+        return self.retrying(work)
 
     # -- reviewers ---------------------------------------------------------------------------
 

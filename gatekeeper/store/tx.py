@@ -4,20 +4,26 @@ written together. ``Store`` and its parts (``pins``, ``commits``) open transacti
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from gatekeeper.canonical import canonical_json, now_ts
+from gatekeeper.store.backends import DatabaseUnreachable, backend_for, lost
 from gatekeeper.store.chain import GENESIS, event_hash
 from gatekeeper.store.connections import WriterPool
+from gatekeeper.store.target import Database
 from gatekeeper.store.version import check_schema
 
 if TYPE_CHECKING:
     from gatekeeper.keys import KeyRing, Signer
+
+T = TypeVar("T")
+RETRY_SECONDS = 120.0  # how long an idempotent write waits for a restarted or failed-over server
 
 
 @lru_cache(maxsize=64)
@@ -38,28 +44,38 @@ class Event:
 
 
 class Tx:
-    """One BEGIN IMMEDIATE transaction on the pooled sqlite3 connection.
+    """One writing transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL: the chain's advisory lock).
 
     Writes use plain DB-API calls: through SQLAlchemy Core a proposal cost ~0.4 ms more Python
     per transaction than its own fsync, which halved the durable rate (bench/), and loading it
     cost the proxy ~0.2 s at start. The tables are still the SQLModel ones, migrated by Alembic.
+    The SQL is SQLite's; ``translate`` (PostgreSQL only) rewrites it (``backends``).
     """
 
-    def __init__(self, cursor: sqlite3.Cursor) -> None:
+    def __init__(
+        self,
+        cursor: Any,
+        translate: Callable[[str], str] | None = None,
+        integrity_errors: tuple[type[BaseException], ...] = (sqlite3.IntegrityError,),
+    ) -> None:
         self._cur = cursor
+        self._sql = translate
+        self.integrity_errors = integrity_errors  # what a UNIQUE index or a trigger raises
 
     def first(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> tuple[Any, ...] | None:
-        row: tuple[Any, ...] | None = self._cur.execute(sql, params).fetchone()
+        row: tuple[Any, ...] | None = self._cur.execute(self._sql(sql) if self._sql else sql, params).fetchone()
         return row
 
     def all(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
-        return self._cur.execute(sql, params).fetchall()
+        rows: list[tuple[Any, ...]] = self._cur.execute(self._sql(sql) if self._sql else sql, params).fetchall()
+        return rows
 
     def run(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> None:
-        self._cur.execute(sql, params)
+        self._cur.execute(self._sql(sql) if self._sql else sql, params)
 
     def insert(self, table: str, row: dict[str, Any]) -> None:
-        self._cur.execute(_insert_sql(table, tuple(row)), row)
+        sql = _insert_sql(table, tuple(row))
+        self._cur.execute(self._sql(sql) if self._sql else sql, row)
 
     def append_event(
         self, kind: str, actor: str, payload: dict[str, Any] | None = None, proposal_id: str | None = None
@@ -78,28 +94,37 @@ class Tx:
 class Transactions:
     """A Gatekeeper database opened for writing: opening checks the schema."""
 
-    def __init__(self, db_path: Path, *, check: bool = True, keys_dir: Path | None = None) -> None:
-        self.db_path = Path(db_path)
-        # The Ed25519 keys (``gatekeeper.keys``): the home's keys/ folder beside the database by default.
-        self.keys_dir = Path(keys_dir) if keys_dir is not None else self.db_path.parent / "keys"
+    def __init__(self, db: Database, *, check: bool = True, keys_dir: Path | None = None) -> None:
+        self.backend = backend_for(db)
+        self.db_path = self.backend.database  # a Path for SQLite (the name older callers know)
+        # The Ed25519 keys (``gatekeeper.keys``): the home's keys/ folder beside a SQLite database by
+        # default; a PostgreSQL store is told where the home keeps them.
+        if keys_dir is None and isinstance(self.db_path, Path):
+            keys_dir = self.db_path.parent / "keys"
+        self.keys_dir = keys_dir
         if check:
             check_schema(self.db_path)
-        self.writer = WriterPool(self.db_path)
+        self.writer = WriterPool(self.backend)
 
     def close(self) -> None:
         self.writer.dispose()
+
+    def _keys(self) -> Path:
+        if self.keys_dir is None:
+            raise RuntimeError("this store was opened without the home's keys/ folder (keys_dir)")
+        return self.keys_dir
 
     def signer(self) -> Signer:
         """The review side's private key, read now (a rotation takes effect at once); refused where
         only public keys are kept. cryptography loads here, not when the proxy opens the store."""
         from gatekeeper.keys import Keys
 
-        return Keys(self.keys_dir).signer()
+        return Keys(self._keys()).signer()
 
     def keyring(self) -> KeyRing:
         from gatekeeper.keys import Keys
 
-        return Keys(self.keys_dir).keyring()
+        return Keys(self._keys()).keyring()
 
     def __enter__(self) -> Self:
         return self
@@ -109,16 +134,44 @@ class Transactions:
 
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
-        """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any exception)."""
-        with self.writer.connection() as conn:
-            cur = conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                yield Tx(cur)
-            except BaseException:
-                cur.execute("ROLLBACK")
+        """BEGIN (with the write lock) ... COMMIT (ROLLBACK on any exception).
+
+        A lost PostgreSQL connection surfaces as ``DatabaseUnreachable``, never as a driver error.
+        """
+        backend, conn = self.backend, None
+        try:
+            with self.writer.connection() as conn:
+                cur = conn.cursor()
+                backend.begin_write(cur)
+                try:
+                    yield Tx(cur, backend.translate, backend.integrity_errors)
+                except BaseException:
+                    if backend.reusable(conn):
+                        cur.execute("ROLLBACK")
+                    raise
+                cur.execute("COMMIT")
+        except backend.lost_errors as exc:
+            if conn is not None and backend.reusable(conn):  # the server said no (a timeout, a conflict)
                 raise
-            cur.execute("COMMIT")
+            raise lost(self.db_path, exc) from exc  # the connection broke: the pool has closed it
+
+    def retrying(self, work: Callable[[Tx], T], seconds: float = RETRY_SECONDS) -> T:
+        """``work`` in one transaction; when the connection is lost, reconnect and run it again.
+
+        For idempotent work only: a connection lost during COMMIT leaves unknown whether it
+        committed, so the second run must find what the first wrote and not write it twice.
+        SQLite never loses its connection: this is one plain transaction there.
+        """
+        give_up, pause = time.monotonic() + seconds, 0.05
+        while True:
+            try:
+                with self.transaction() as tx:
+                    return work(tx)
+            except DatabaseUnreachable:
+                if time.monotonic() >= give_up:
+                    raise
+            time.sleep(pause)  # back off while the server restarts; not a test's synchronisation
+            pause = min(pause * 2, 1.0)
 
     def append_event(
         self, kind: str, actor: str, payload: dict[str, Any] | None = None, proposal_id: str | None = None

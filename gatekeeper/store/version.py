@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from gatekeeper.errors import GatekeeperError, HomeMissing, SchemaTooNew, SchemaTooOld
+from gatekeeper.store.target import Database, PostgresUrl
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -17,8 +18,12 @@ KNOWN_REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005", "000
 HEAD_REVISION = KNOWN_REVISIONS[-1]
 
 
-def current_revision(db_path: Path) -> str | None:
+def current_revision(db_path: Database) -> str | None:
     """The Alembic revision stamped in the database, or None for a blank one."""
+    if isinstance(db_path, PostgresUrl):
+        from gatekeeper.store.postgres import current_revision as postgres_revision
+
+        return postgres_revision(db_path)
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
         has_table = conn.execute(
@@ -37,9 +42,9 @@ def current_revision(db_path: Path) -> str | None:
         conn.close()
 
 
-def check_schema(db_path: Path) -> str:
+def check_schema(db_path: Database) -> str:
     """Refuse a database the code cannot safely use; return its revision."""
-    if not db_path.is_file():
+    if isinstance(db_path, Path) and not db_path.is_file():
         raise HomeMissing(f"no database at {db_path}", "run `gatekeeper init` to create it")
     revision = current_revision(db_path)
     if revision is None:

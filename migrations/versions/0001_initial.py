@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from gatekeeper.store.guards import append_only, refuse
+
 revision = "0001"
 down_revision = None
 branch_labels = None
@@ -75,7 +77,10 @@ def upgrade() -> None:
 
     op.create_table(
         "audit_event",
-        sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+        # 64-bit on PostgreSQL (SQLite's INTEGER already is, and must stay INTEGER to be the rowid).
+        sa.Column(
+            "seq", sa.Integer().with_variant(sa.BigInteger(), "postgresql"), primary_key=True, autoincrement=False
+        ),
         sa.Column("at", sa.String, nullable=False),
         sa.Column("kind", sa.String, nullable=False),
         sa.Column("actor", sa.String, nullable=False),
@@ -114,31 +119,21 @@ def upgrade() -> None:
     )
 
     for table in APPEND_ONLY:
-        for action in ("UPDATE", "DELETE"):
-            op.execute(
-                f"CREATE TRIGGER {table}_no_{action.lower()} BEFORE {action} ON {table} "
-                f"BEGIN SELECT RAISE(ABORT, '{table} is append-only: {action} refused'); END"
-            )
+        append_only(op, table)
     # Reviewers are never deleted (decisions name them), names and creation times never change,
     # and a disabled reviewer stays disabled.
-    op.execute(
-        "CREATE TRIGGER reviewer_no_delete BEFORE DELETE ON reviewer "
-        "BEGIN SELECT RAISE(ABORT, 'reviewer rows are kept: disable instead of deleting'); END"
+    refuse(op, "reviewer_no_delete", "reviewer", "DELETE", "reviewer rows are kept: disable instead of deleting")
+    refuse(
+        op,
+        "reviewer_fixed",
+        "reviewer",
+        "UPDATE",
+        "reviewer: name, created_at and a disable are final",
+        when="NEW.name IS NOT OLD.name OR NEW.created_at IS NOT OLD.created_at "
+        "OR (OLD.disabled_at IS NOT NULL AND NEW.disabled_at IS NOT OLD.disabled_at)",
     )
-    op.execute(
-        "CREATE TRIGGER reviewer_fixed BEFORE UPDATE ON reviewer "
-        "WHEN NEW.name IS NOT OLD.name OR NEW.created_at IS NOT OLD.created_at "
-        "OR (OLD.disabled_at IS NOT NULL AND NEW.disabled_at IS NOT OLD.disabled_at) "
-        "BEGIN SELECT RAISE(ABORT, 'reviewer: name, created_at and a disable are final'); END"
-    )
-    op.execute(
-        "CREATE TRIGGER used_nonce_no_change BEFORE UPDATE ON used_nonce "
-        "BEGIN SELECT RAISE(ABORT, 'used_nonce is append-only: UPDATE refused'); END"
-    )
-    op.execute(
-        "CREATE TRIGGER used_nonce_no_delete BEFORE DELETE ON used_nonce "
-        "BEGIN SELECT RAISE(ABORT, 'used_nonce is append-only: DELETE refused'); END"
-    )
+    refuse(op, "used_nonce_no_change", "used_nonce", "UPDATE", "used_nonce is append-only: UPDATE refused")
+    refuse(op, "used_nonce_no_delete", "used_nonce", "DELETE", "used_nonce is append-only: DELETE refused")
 
 
 def downgrade() -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from gatekeeper.store.guards import append_only, refuse
+
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
@@ -37,22 +39,19 @@ def upgrade() -> None:
     )
     op.create_index("ix_tool_acceptance_tool", "tool_acceptance", ["server", "tool", "id"])
     # A definition row is permanent; only its last_seen_at moves (it says which one is live now).
-    op.execute(
-        "CREATE TRIGGER tool_definition_fixed BEFORE UPDATE ON tool_definition "
-        "WHEN NEW.server IS NOT OLD.server OR NEW.tool IS NOT OLD.tool OR NEW.digest IS NOT OLD.digest "
-        "OR NEW.definition IS NOT OLD.definition OR NEW.first_seen_at IS NOT OLD.first_seen_at "
-        "BEGIN SELECT RAISE(ABORT, 'tool_definition: only last_seen_at may change'); END"
+    refuse(
+        op,
+        "tool_definition_fixed",
+        "tool_definition",
+        "UPDATE",
+        "tool_definition: only last_seen_at may change",
+        when="NEW.server IS NOT OLD.server OR NEW.tool IS NOT OLD.tool OR NEW.digest IS NOT OLD.digest "
+        "OR NEW.definition IS NOT OLD.definition OR NEW.first_seen_at IS NOT OLD.first_seen_at",
     )
-    op.execute(
-        "CREATE TRIGGER tool_definition_no_delete BEFORE DELETE ON tool_definition "
-        "BEGIN SELECT RAISE(ABORT, 'tool_definition is append-only: DELETE refused'); END"
+    refuse(
+        op, "tool_definition_no_delete", "tool_definition", "DELETE", "tool_definition is append-only: DELETE refused"
     )
-    for table in ("tool_acceptance",):
-        for action in ("UPDATE", "DELETE"):
-            op.execute(
-                f"CREATE TRIGGER {table}_no_{action.lower()} BEFORE {action} ON {table} "
-                f"BEGIN SELECT RAISE(ABORT, '{table} is append-only: {action} refused'); END"
-            )
+    append_only(op, "tool_acceptance")
 
 
 def downgrade() -> None:

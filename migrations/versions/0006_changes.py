@@ -8,8 +8,8 @@ outcomes of a change.
 - ``decision.mode`` / ``decision.base_sha256``: what the reviewer's page showed and posted back,
   signed. NULL on older decisions, whose signatures were made without them.
 - ``commit_record.outcome`` also takes ``applied`` (a change swapped in over its base) and
-  ``deleted``. SQLite cannot alter a CHECK constraint, so the table is rebuilt: rows copied as
-  they are, then its append-only triggers recreated.
+  ``deleted``. SQLite cannot alter a CHECK constraint, so there the table is rebuilt: rows copied
+  as they are, then its append-only triggers recreated. PostgreSQL swaps the constraint in place.
 
 Revision ID: 0006
 Revises: 0005
@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
+
+from gatekeeper.store.guards import append_only, dialect
 
 revision = "0006"
 down_revision = "0005"
@@ -41,7 +43,12 @@ def upgrade() -> None:
     op.add_column("proposal", sa.Column("base_size", sa.Integer, nullable=True))
     op.add_column("decision", sa.Column("mode", sa.String, nullable=True))
     op.add_column("decision", sa.Column("base_sha256", sa.String, nullable=True))
-
+    if dialect(op) == "postgresql":
+        op.execute(
+            "ALTER TABLE commit_record DROP CONSTRAINT ck_commit_record_outcome, "
+            f"ADD CONSTRAINT ck_commit_record_outcome CHECK (outcome IN ({OUTCOMES}))"
+        )
+        return
     op.create_table(
         "commit_record_new",
         sa.Column("id", sa.Integer, primary_key=True),
@@ -59,11 +66,7 @@ def upgrade() -> None:
     )
     op.execute("DROP TABLE commit_record")  # its triggers go with it; DROP is not a DELETE
     op.execute("ALTER TABLE commit_record_new RENAME TO commit_record")
-    for action in ("UPDATE", "DELETE"):
-        op.execute(
-            f"CREATE TRIGGER commit_record_no_{action.lower()} BEFORE {action} ON commit_record "
-            f"BEGIN SELECT RAISE(ABORT, 'commit_record is append-only: {action} refused'); END"
-        )
+    append_only(op, "commit_record")
 
 
 def downgrade() -> None:

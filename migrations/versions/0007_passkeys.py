@@ -22,6 +22,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from gatekeeper.store.guards import refuse
+
 revision = "0007"
 down_revision = "0006"
 branch_labels = None
@@ -89,14 +91,8 @@ def upgrade() -> None:
 def _forward_only(table: str, fixed: tuple[str, ...], moved_back: str, message: str) -> None:
     """Rows of ``table`` are never deleted; ``fixed`` columns never change; ``moved_back`` is refused."""
     changed = " OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in fixed)
-    op.execute(
-        f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table} "
-        f"BEGIN SELECT RAISE(ABORT, '{table} rows are kept: DELETE refused'); END"
-    )
-    op.execute(
-        f"CREATE TRIGGER {table}_forward_only BEFORE UPDATE ON {table} WHEN {changed} OR {moved_back} "
-        f"BEGIN SELECT RAISE(ABORT, '{message}'); END"
-    )
+    refuse(op, f"{table}_no_delete", table, "DELETE", f"{table} rows are kept: DELETE refused")
+    refuse(op, f"{table}_forward_only", table, "UPDATE", message, when=f"{changed} OR {moved_back}")
 
 
 def downgrade() -> None:

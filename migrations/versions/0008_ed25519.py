@@ -16,6 +16,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from gatekeeper.store.guards import refuse
+
 revision = "0008"
 down_revision = "0007"
 branch_labels = None
@@ -33,11 +35,8 @@ def upgrade() -> None:
 
 def _resigned(table: str, changed: str) -> None:
     """An UPDATE of ``table`` that changes a signed column keeps the old signature: refused."""
-    op.execute(
-        f"CREATE TRIGGER {table}_resigned BEFORE UPDATE ON {table} "
-        f"WHEN ({changed}) AND NEW.signature IS OLD.signature "
-        f"BEGIN SELECT RAISE(ABORT, '{table}: a change to a signed column needs a new signature'); END"
-    )
+    message = f"{table}: a change to a signed column needs a new signature"
+    refuse(op, f"{table}_resigned", table, "UPDATE", message, when=f"({changed}) AND NEW.signature IS OLD.signature")
 
 
 def downgrade() -> None:
