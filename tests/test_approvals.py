@@ -7,6 +7,7 @@ The requester's own account: a proposal records only its MCP client's name (``cl
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from gatekeeper.errors import Conflict, PolicyError
 from gatekeeper.policy import load_policy
 from gatekeeper.store.proofs import ApprovalRules
 from tests.commit_support import World, make_world, run_commit
-from tests.helpers import PROOF, add_reviewer
+from tests.helpers import PROOF, TEST_PASSWORD, add_reviewer
+from tests.review_support import Page, review_process
 
 SCOPES = 'reviewers:\n  carol: {servers: [notes], globs: ["deep/**"]}\n'
 
@@ -207,3 +209,28 @@ def test_store_without_policy_decides_as_before(tmp_path: Path) -> None:
     w = make_world(tmp_path / "plain")
     pid = w.propose("notes/plain.md", b"plain\n")
     assert w.db_rows("SELECT reviewer FROM decision WHERE proposal_id = ?", pid) == [("alice",)]
+
+
+def test_the_page_shows_who_approved_and_a_second_reviewer_completes_it(world: World) -> None:
+    """The real review server over HTTP, told the policy: alice approves, the page shows one of two
+    by alice; carol (scoped to deep/**) is refused; bob approves second; the committer writes."""
+    pid = world.propose("notes/page.md", b"page\n", verdict=None)
+    ((sha,),) = world.db_rows("SELECT sha256 FROM proposal WHERE id = ?", pid)
+    with review_process(world.home, "--policy", str(world.policy)) as (base, _proc):
+        pages = {name: Page(base) for name in ("alice", "carol", "bob")}
+        for name, page in pages.items():
+            assert page.login(name, TEST_PASSWORD).status_code == 303
+        alice, carol, bob = pages["alice"], pages["carol"], pages["bob"]
+        assert "2 of 2" not in alice.client.get(f"/proposals/{pid}").text
+        done = alice.approve(pid, sha, "notes/page.md", alice.csrf(pid), password=TEST_PASSWORD)
+        assert done.status_code == 303, done.text
+        shown = bob.client.get(f"/proposals/{pid}").text
+        assert re.search(r'id="approvals">Approvals: <strong>1 of 2</strong>, by alice; 1 more needed', shown), shown
+        assert 'id="status">pending' in shown
+        refused = carol.approve(pid, sha, "notes/page.md", carol.csrf(pid), password=TEST_PASSWORD)
+        assert refused.status_code == 409 and "may decide only notes at deep/**" in refused.text
+        done = bob.approve(pid, sha, "notes/page.md", bob.csrf(pid), password=TEST_PASSWORD)
+        assert done.status_code == 303, done.text
+        assert 'id="status">approved' in bob.client.get(f"/proposals/{pid}").text
+    run_commit(world)
+    assert (world.workspace / "notes" / "page.md").read_bytes() == b"page\n"

@@ -51,7 +51,8 @@ def review(
 
     Binds 127.0.0.1 by default and answers at http://localhost:PORT (passkeys need that name) and
     at 127.0.0.1 (password sessions); only to its own Host and Origin. The policy's approve_with
-    says whether a password may approve.
+    says whether a password may approve; its reviewers and approvals, who may decide what and how
+    many distinct reviewers must approve.
     """
     if click_ctx.invoked_subcommand is not None:
         return
