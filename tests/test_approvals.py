@@ -15,6 +15,7 @@ import pytest
 
 from gatekeeper.errors import Conflict, PolicyError
 from gatekeeper.policy import load_policy
+from gatekeeper.revert import REVERT_TOOL
 from gatekeeper.store.proofs import ApprovalRules
 from tests.commit_support import World, make_world, run_commit
 from tests.helpers import PROOF, TEST_PASSWORD, add_reviewer
@@ -234,3 +235,15 @@ def test_the_page_shows_who_approved_and_a_second_reviewer_completes_it(world: W
         assert 'id="status">approved' in bob.client.get(f"/proposals/{pid}").text
     run_commit(world)
     assert (world.workspace / "notes" / "page.md").read_bytes() == b"page\n"
+
+
+def test_a_revert_needs_as_many_approvals_as_the_rule_it_undoes(world: World) -> None:
+    """No rule names the revert tool: it takes the most approvals of the rules that allow its path."""
+    pid = world.propose("notes/undo.md", b"undo\n", verdict=None, tool=REVERT_TOOL)
+    decide(world, pid, "alice")
+    assert world.db_rows("SELECT reviewer FROM approval WHERE proposal_id = ?", pid) == [("alice",)]
+    alone = world.propose("notes/undo2.md", b"undo\n", verdict=None, tool=REVERT_TOOL)
+    decide(world, alone, "alice", with_policy=False)
+    run_commit(world)
+    kind, detail, _ = world.outcome(alone)  # type: ignore[misc]
+    assert kind == "refused" and "needs 2 distinct" in detail

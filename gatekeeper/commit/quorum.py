@@ -45,7 +45,7 @@ def check_quorum(c: Candidate, data: bytes | None, others: list[dict[str, Any]],
         problem = scope_problem(policy, a.reviewer, c.server, c.path)
         if problem is not None:
             raise Refusal(f"{problem}; an approval outside a reviewer's scope does not count, propose again")
-    needed = approvals_needed(policy, c.server, c.tool)
+    needed = approvals_needed(policy, c.server, c.tool, c.path)
     counted = {a.reviewer for a in approvals} - {c.client_name}
     if len(counted) < needed:
         names = ", ".join(sorted(counted)) or "nobody"

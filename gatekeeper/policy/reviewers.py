@@ -70,9 +70,15 @@ def scope_problem(policy: Policy, reviewer: str, server: str, path: str) -> str 
     )
 
 
-def approvals_needed(policy: Policy, server: str, tool: str) -> int:
-    """How many distinct reviewers must approve a proposal of ``server``.``tool`` (the rule's ``approvals``)."""
-    if server not in policy.servers:
+def approvals_needed(policy: Policy, server: str, tool: str, path: str) -> int:
+    """How many distinct reviewers must approve a proposal of ``server``.``tool`` at ``path``: the
+    rule's ``approvals``; for a tool no rule names (a revert), the most any of the server's rules
+    that allow the path asks for, so a revert needs no fewer approvals than the write it undoes."""
+    found = policy.servers.get(server)
+    if found is None:
         return 1  # the committer refuses it for the missing server anyway
-    rule = policy.rule(server, tool)
-    return rule.propose.approvals if rule.propose is not None else 1
+    rule = found.tools.get(tool)
+    if rule is not None:
+        return rule.propose.approvals if rule.propose is not None else 1
+    allowing = [r.propose.approvals for r in found.tools.values() if r.propose is not None and r.propose.allows(path)]
+    return max(allowing, default=1)

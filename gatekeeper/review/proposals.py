@@ -35,6 +35,6 @@ def approvals_view(state: ReviewState, found: dict[str, Any]) -> dict[str, Any]:
     from gatekeeper.policy.reviewers import approvals_needed
 
     policy = state.rules.policy
-    needed = 1 if policy is None else approvals_needed(policy, found["server"], found["tool"])
+    needed = 1 if policy is None else approvals_needed(policy, found["server"], found["tool"], found["path"])
     by: list[str] = found["approved_by"]
     return {"by": by, "needed": needed, "more": max(0, needed - len(by))}

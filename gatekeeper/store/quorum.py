@@ -47,8 +47,8 @@ def count(tx: Tx, p: Posted, rules: ApprovalRules) -> Count:
     from gatekeeper.policy.reviewers import approvals_needed
 
     have = tx.first("SELECT count(*) FROM approval WHERE proposal_id = ?", (p.proposal_id,))
-    row = tx.first("SELECT server, tool FROM proposal WHERE id = ?", (p.proposal_id,))
-    needed = 1 if rules.policy is None or row is None else approvals_needed(rules.policy, row[0], row[1])
+    row = tx.first("SELECT server, tool, path FROM proposal WHERE id = ?", (p.proposal_id,))
+    needed = 1 if rules.policy is None or row is None else approvals_needed(rules.policy, *row)
     return Count(int(have[0]) if have else 0, needed)
 
 
