@@ -14,11 +14,15 @@ from pathlib import Path
 import pytest
 
 from gatekeeper.errors import Conflict, PolicyError
+from gatekeeper.home import Home
 from gatekeeper.policy import load_policy
 from gatekeeper.revert import REVERT_TOOL
 from gatekeeper.store.proofs import ApprovalRules
+from gatekeeper.store.queries import Reader
+from gatekeeper.store.store import Store
 from tests.commit_support import World, make_world, run_commit
-from tests.helpers import PROOF, TEST_PASSWORD, add_reviewer
+from tests.helpers import PROOF, TEST_PASSWORD, add_reviewer, draft
+from tests.pg_support import BACKENDS
 from tests.review_support import Page, review_process
 
 SCOPES = 'reviewers:\n  carol: {servers: [notes], globs: ["deep/**"]}\n'
@@ -247,3 +251,42 @@ def test_a_revert_needs_as_many_approvals_as_the_rule_it_undoes(world: World) ->
     run_commit(world)
     kind, detail, _ = world.outcome(alone)  # type: ignore[misc]
     assert kind == "refused" and "needs 2 distinct" in detail
+
+
+TWO = """version: 1
+servers:
+  notes:
+    command: python
+    workspace: .
+    tools:
+      create_note: {propose: {path: {arg: path}, content: {arg: content}, approvals: 2}}
+reviewers:
+  carol: {globs: ["deep/**"]}
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_store_counts_approvals_on_both_backends(home: Home, store: Store, tmp_path: Path) -> None:
+    (tmp_path / "two.yaml").write_text(TWO)
+    two = ApprovalRules(policy=load_policy(str(tmp_path / "two.yaml")))
+    for name in ("alice", "bob", "carol"):
+        add_reviewer(store, name)
+    p = store.propose(draft())
+
+    def approve(reviewer: str) -> None:
+        store.decide(
+            p.id, verdict="approved", reviewer=reviewer, sha256=p.sha256, path="notes/a.md", proof=PROOF, rules=two
+        )
+
+    approve("alice")
+    with pytest.raises(Conflict, match="already approved"):
+        approve("alice")
+    with pytest.raises(Conflict, match="may decide only any server at deep/"):
+        approve("carol")
+    with Reader(home.database) as r:
+        assert [a["reviewer"] for a in r.approvals([p.id])[p.id]] == ["alice"]
+        assert r.proposal(p.id)["status"] == "pending"  # type: ignore[index]
+    approve("bob")
+    with Reader(home.database) as r:
+        assert r.proposal(p.id)["status"] == "approved"  # type: ignore[index]
+        assert [(row["reviewer"], row["method"]) for row in r.commit_queue()[1]] == [("bob", "password")]
