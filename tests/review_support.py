@@ -50,13 +50,14 @@ def review_server(home: Home) -> Iterator[str]:
 
 
 @contextmanager
-def review_process(home: Home) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """The server and its process (for its pid); leaving the block stops it with SIGTERM."""
+def review_process(home: Home, *args: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The server and its process (for its pid), ``args`` added to its command line; leaving the block
+    stops it with SIGTERM."""
     port = free_port()
     env = {**os.environ, "GATEKEEPER_HOME": str(home.path), "PYTHONPATH": str(REPO)}
     log = open(home.path / "review.log", "ab")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gatekeeper", "review", "--port", str(port)], env=env, stdout=log, stderr=log
+        [sys.executable, "-m", "gatekeeper", "review", "--port", str(port), *args], env=env, stdout=log, stderr=log
     )
     base = f"http://127.0.0.1:{port}"
     try:

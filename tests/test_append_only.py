@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gatekeeper.home import Home
+from gatekeeper.policy import load_policy
+from gatekeeper.store.proofs import ApprovalRules
 from gatekeeper.store.store import Store
 from gatekeeper.store.target import PostgresUrl
 from tests.helpers import PROOF, add_reviewer, draft, record_commit
@@ -15,6 +19,7 @@ from tests.pg_support import BACKENDS, blob, integrity_error, raw
 STATEMENTS = {
     "proposal": ("UPDATE proposal SET content = {blob}", "DELETE FROM proposal"),
     "decision": ("UPDATE decision SET verdict = 'approved'", "DELETE FROM decision"),
+    "approval": ("UPDATE approval SET reviewer = 'mallory'", "DELETE FROM approval"),
     "commit_record": ("UPDATE commit_record SET outcome = 'created'", "DELETE FROM commit_record"),
     "audit_event": ("UPDATE audit_event SET kind = 'x'", "DELETE FROM audit_event"),
 }
@@ -25,12 +30,26 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+TWO_APPROVALS = """version: 1
+servers:
+  notes:
+    command: python
+    workspace: .
+    tools:
+      create_note: {propose: {path: {arg: path}, content: {arg: content}, approvals: 2}}
+"""
+
+
 @pytest.fixture
-def populated(home: Home, store: Store) -> Home:
+def populated(home: Home, store: Store, tmp_path: Path) -> Home:
     add_reviewer(store)
     p = store.propose(draft())
     store.decide(p.id, verdict="approved", reviewer="alice", sha256=p.sha256, path="notes/a.md", proof=PROOF)
     record_commit(store, p.id, "conflict", detail="test")
+    (tmp_path / "two.yaml").write_text(TWO_APPROVALS)
+    two = ApprovalRules(policy=load_policy(str(tmp_path / "two.yaml")))
+    q = store.propose(draft("notes/b.md"))  # one approval of two: an approval row
+    store.decide(q.id, verdict="approved", reviewer="alice", sha256=q.sha256, path="notes/b.md", proof=PROOF, rules=two)
     return home
 
 
@@ -52,7 +71,8 @@ def test_truncate_is_refused_on_postgres(populated: Home) -> None:
     """TRUNCATE skips row triggers: every table whose rows are kept refuses it by a statement trigger."""
     assert isinstance(populated.database, PostgresUrl)
     conn = raw(populated)
-    for table in ("proposal", "decision", "commit_record", "audit_event", "reviewer", "used_nonce", "passkey"):
+    tables = ("proposal", "decision", "approval", "commit_record", "audit_event", "reviewer", "used_nonce", "passkey")
+    for table in tables:
         with pytest.raises(integrity_error(populated), match=r"refused|kept"):
             conn.execute(f"TRUNCATE {table} CASCADE")
     assert conn.execute("SELECT count(*) FROM audit_event").fetchone()[0] > 0

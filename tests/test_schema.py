@@ -89,6 +89,24 @@ EXPECTED_COLUMNS = {
     ],
     "passkey_enrolment": ["token_sha256", "reviewer", "created_at", "expires_at", "used_at"],
     "approval_challenge": ["nonce", "reviewer", "digests", "created_at", "expires_at", "used_at"],
+    "approval": [
+        "id",
+        "proposal_id",
+        "reviewer",
+        "reason",
+        "sha256",
+        "path",
+        "mode",
+        "base_sha256",
+        "decided_at",
+        "signature",
+        "key_id",
+        "method",
+        "nonce",
+        "assertion",
+        "assertion_index",
+        "assertion_digests",
+    ],
 }
 EXPECTED_INDEXES = {
     "ix_proposal_created_at",
@@ -106,7 +124,7 @@ EXPECTED_INDEXES = {
 EXPECTED_TRIGGERS = (
     {
         f"{t}_no_{a}"
-        for t in ("proposal", "decision", "commit_record", "audit_event", "tool_acceptance")
+        for t in ("proposal", "decision", "approval", "commit_record", "audit_event", "tool_acceptance")
         for a in ("update", "delete")
     }
     | {
@@ -170,7 +188,12 @@ def test_blank_database_has_exactly_the_expected_schema(home: Home) -> None:
         tables, indexes, triggers, uniques = _postgres_schema(conn)
         assert (tables, indexes) == (set(EXPECTED_COLUMNS), EXPECTED_INDEXES)
         assert triggers == EXPECTED_TRIGGERS | TRUNCATE_TRIGGERS
-        assert uniques == {"decision": ["proposal_id"], "commit_record": ["proposal_id"], "passkey": ["credential_id"]}
+        assert uniques == {
+            "decision": ["proposal_id"],
+            "commit_record": ["proposal_id"],
+            "passkey": ["credential_id"],
+            "approval": ["proposal_id, reviewer"],
+        }
         assert conn.execute(
             "SELECT data_type FROM information_schema.columns WHERE table_name = 'proposal' AND column_name = 'content'"
         ).fetchone() == ("bytea",)
@@ -183,6 +206,9 @@ def test_blank_database_has_exactly_the_expected_schema(home: Home) -> None:
         uniques = [r for r in conn.execute(f"PRAGMA index_list({table})") if r[2] == 1]
         cols = [conn.execute(f"PRAGMA index_info({u[1]})").fetchone()[2] for u in uniques]
         assert cols == ["proposal_id"], table
+    # UNIQUE(proposal_id, reviewer) on approval: one reviewer counts once.
+    (unique,) = [r for r in conn.execute("PRAGMA index_list(approval)") if r[2] == 1]
+    assert [r[2] for r in conn.execute(f"PRAGMA index_info({unique[1]})")] == ["proposal_id", "reviewer"]
     assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 

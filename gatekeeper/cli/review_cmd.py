@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,6 +14,9 @@ from gatekeeper.cli.output import emit_json, table
 from gatekeeper.cli.passkey_cmd import enrol, passkey_remove, passkeys, print_enrolment_link
 from gatekeeper.errors import InvalidInput, PolicyError
 from gatekeeper.names import REVIEWER
+
+if TYPE_CHECKING:
+    from gatekeeper.policy import Policy
 
 DEFAULT_PORT = 8765
 
@@ -47,7 +51,8 @@ def review(
 
     Binds 127.0.0.1 by default and answers at http://localhost:PORT (passkeys need that name) and
     at 127.0.0.1 (password sessions); only to its own Host and Origin. The policy's approve_with
-    says whether a password may approve.
+    says whether a password may approve; its reviewers and approvals, who may decide what and how
+    many distinct reviewers must approve.
     """
     if click_ctx.invoked_subcommand is not None:
         return
@@ -72,8 +77,9 @@ def review(
     check_schema(home.db_path)
     scheme = "https" if tls_cert else "http"
     extra = () if _is_loopback(host) else (host,)
-    approve_with = policy_approve_with(ctx, policy_file)
-    app = create_app(Config(home, port, scheme=scheme, extra_hosts=extra, approve_with=approve_with))
+    policy = review_policy(ctx, policy_file)
+    approve_with = "any" if policy is None else policy.approve_with
+    app = create_app(Config(home, port, scheme=scheme, extra_hosts=extra, approve_with=approve_with, policy=policy))
     click.echo(f"Review page: {scheme}://localhost:{port}/  (Ctrl-C stops; approve_with: {approve_with})", err=True)
     uvicorn.run(
         app,
@@ -87,18 +93,19 @@ def review(
     )
 
 
-def policy_approve_with(ctx: Ctx, policy_file: str | None) -> str:
-    """The policy's approve_with. A policy named but broken stops the page; none found means 'any'
-    (the committer, which always reads the policy, still refuses what the policy refuses)."""
+def review_policy(ctx: Ctx, policy_file: str | None) -> Policy | None:
+    """The policy (approve_with, reviewers' scopes, rules' approvals). A policy named but broken stops
+    the page; none found means 'any', no scopes, one approval (the committer, which always reads the
+    policy, still refuses what the policy refuses)."""
     from gatekeeper.policy import load_policy
 
     try:
-        return load_policy(policy_file, home=ctx.home.path).approve_with
+        return load_policy(policy_file, home=ctx.home.path)
     except PolicyError as exc:
         if policy_file is not None:
             raise
         click.echo(f"note: no policy read ({exc}); approvals may use a passkey or the password", err=True)
-        return "any"
+        return None
 
 
 @review.command("login-link")

@@ -63,6 +63,7 @@ class Candidate:
     passkey_created_at: str | None = None
     passkey_removed_at: str | None = None
     key_id: str | None = None  # the Ed25519 key that signed the decision (migration 0008); None: HMAC
+    client_name: str | None = None  # the requester, as far as a proposal knows it (store/quorum.py)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Candidate:

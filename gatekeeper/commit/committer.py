@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.commit import details, fsops, swap
-from gatekeeper.commit.checks import Candidate, Plan, Refusal, check_approval, check_policy, check_proof, check_root
+from gatekeeper.commit.checks import Candidate, Plan, Refusal, check_root
+from gatekeeper.commit.quorum import check_all
 from gatekeeper.commit.testing import OFF, Switches
 from gatekeeper.commit.trust import Trust
 from gatekeeper.home import Home
@@ -154,6 +155,7 @@ class Committer:
 
     def _batch(self, chunk: list[Candidate], policy: Policy, trust: Trust, report: PassReport) -> None:
         contents = self.reader.proposal_contents([c.id for c in chunk])
+        approvals = self.reader.approvals([c.id for c in chunk])  # the first N-1 of a rule's approvals: N
         refused: list[Result] = []
         ready: list[tuple[Candidate, bytes, Plan]] = []
         roots: dict[Path, int] = {}
@@ -162,9 +164,7 @@ class Committer:
             for c in chunk:
                 data = contents.get(c.id)
                 try:
-                    check_approval(c, data, trust)  # refuses missing content too
-                    check_proof(c, policy)
-                    plan = check_policy(c, len(data or b""), policy)
+                    plan = check_all(c, data, approvals.get(c.id, []), policy, trust)
                     if not self._open_root(plan.workspace, roots, real, report):
                         continue  # waits for a later pass
                     check_root(c, real[plan.workspace])

@@ -32,6 +32,7 @@ from gatekeeper.names import PREFIX, SERVER
 from gatekeeper.policy.messages import describe_value, fail, line_of, locate, suggest
 from gatekeeper.policy.propose import DEFAULT_EXPIRES_AFTER, DEFAULT_MAX_BYTES, Propose, Source
 from gatekeeper.policy.remote import DEFAULT_TIMEOUT, Header, check_network, check_url, header_from_yaml
+from gatekeeper.policy.reviewers import ReviewerName, ReviewerScope, check_scopes
 from gatekeeper.policy.scalars import (
     Bytes,
     Duration,
@@ -197,6 +198,7 @@ class Policy(BaseModel):
     approve_with: Literal["any", "passkey"] = "any"
     defaults: Defaults = Defaults()
     servers: dict[ServerName, Server] = Field(min_length=1)
+    reviewers: dict[ReviewerName, ReviewerScope] = Field(default_factory=dict)  # unlisted: may decide all
 
     _source: Path = PrivateAttr(default_factory=lambda: Path.cwd() / "policy.yaml")
     _display: str = PrivateAttr(default="policy.yaml")
@@ -232,6 +234,12 @@ class Policy(BaseModel):
                     server["tools"] = tools
             servers[name] = server
         return {**data, "servers": servers}
+
+    @field_validator("reviewers")
+    @classmethod
+    def _scopes(cls, value: dict[str, ReviewerScope], info: ValidationInfo) -> dict[str, ReviewerScope]:
+        check_scopes(value, info.data.get("servers") or {})
+        return value
 
     @field_validator("review_url")
     @classmethod

@@ -97,6 +97,14 @@ class Propose(BaseModel):
     file_mode: FileMode | None = None  # None: NEW_FILE_MODE for a new file, a changed file keeps its own
     wait_seconds: Annotated[StrictInt, Field(ge=0, le=600)] = 0
     when: dict[NonEmpty, StrictStr | StrictBool | StrictInt] | None = None  # argument -> the only value proposed
+    approvals: StrictInt = 1  # distinct reviewers who must approve (issue 15; policy/reviewers.py)
+
+    @field_validator("approvals")
+    @classmethod
+    def _approvals(cls, value: int) -> int:
+        if not 1 <= value <= 5:
+            fail(f"'approvals' is how many distinct reviewers must approve: 1 to 5, not {value}")
+        return value
 
     @field_validator("when")
     @classmethod

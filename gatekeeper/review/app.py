@@ -12,6 +12,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
@@ -27,6 +28,9 @@ from gatekeeper.review.state import ReviewState
 from gatekeeper.store.checkpoints import CHECKPOINT_EVERY, append_checkpoint
 from gatekeeper.store.proofs import ApprovalRules
 
+if TYPE_CHECKING:
+    from gatekeeper.policy import Policy
+
 log = logging.getLogger("gatekeeper.review")
 FLUSH_EVERY = 1.0  # seconds between flushes of the refusal counters
 
@@ -38,11 +42,13 @@ class Config:
     scheme: str = "http"
     extra_hosts: tuple[str, ...] = ()
     approve_with: str = "any"  # the policy's: 'passkey' refuses password approvals
+    policy: Policy | None = None  # reviewers' scopes and rules' approvals (None: no scopes, one approval)
 
     @property
     def rules(self) -> ApprovalRules:
         """Passkeys are for rp id ``localhost``: the page's own origin with that host."""
-        return ApprovalRules(RelyingParty.for_review_url(f"{self.scheme}://localhost:{self.port}"), self.approve_with)
+        rp = RelyingParty.for_review_url(f"{self.scheme}://localhost:{self.port}")
+        return ApprovalRules(rp, self.approve_with, self.policy)
 
     @property
     def hosts(self) -> set[str]:

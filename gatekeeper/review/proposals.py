@@ -26,4 +26,15 @@ def detail(state: ReviewState, proposal_id: str) -> dict[str, Any]:
         if found is None:
             raise ReviewError(404, f"No proposal {proposal_id}.")
         found["others"] = queue.other_pending_for_path(r, proposal_id, found["path"], found["workspace"])
+        found["approved_by"] = [a["reviewer"] for a in r.approvals([proposal_id]).get(proposal_id, [])]
     return found
+
+
+def approvals_view(state: ReviewState, found: dict[str, Any]) -> dict[str, Any]:
+    """Who approved so far (the first N-1 of a rule's ``approvals: N``) and how many more are needed."""
+    from gatekeeper.policy.reviewers import approvals_needed
+
+    policy = state.rules.policy
+    needed = 1 if policy is None else approvals_needed(policy, found["server"], found["tool"], found["path"])
+    by: list[str] = found["approved_by"]
+    return {"by": by, "needed": needed, "more": max(0, needed - len(by))}

@@ -18,6 +18,7 @@ from gatekeeper.canonical import now_ts
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.passwords import verify_password
 from gatekeeper.store import events as ev
+from gatekeeper.store import quorum
 from gatekeeper.store.bounded import bounded
 from gatekeeper.store.proofs import ApprovalRules, Checked, PasswordCheck, PasswordProof, check_proof, spend
 from gatekeeper.store.signed_rows import reviewer_ok
@@ -123,7 +124,7 @@ class Decisions(Transactions):
             given = self._password_check(reviewer, proof) if isinstance(proof, PasswordProof) else proof
         signer, keyring = self.signer(), self.keyring()  # read before the write lock is taken
         with self.transaction() as tx:
-            refused = first_refusal(tx, posted, keyring)
+            refused = first_refusal(tx, posted, keyring, rules)
             if refused is None:
                 try:
                     checked = (
@@ -138,7 +139,7 @@ class Decisions(Transactions):
                         tx.append_event(ev.APPROVAL_REFUSED, actor, payload, p.proposal_id)
                     refused = posted[0], exc.reason, exc
                 else:
-                    events = self._record(tx, posted, [i for i, _ in items], signer, actor, checked)
+                    events = self._record(tx, posted, [i for i, _ in items], signer, actor, checked, rules)
                     if events is not None:
                         return events
                     pid = posted[0].proposal_id
@@ -152,12 +153,22 @@ class Decisions(Transactions):
 
     @staticmethod
     def _record(
-        tx: Tx, posted: list[Posted], indexes: list[int], signer: Signer, actor: str, checked: Checked | None
+        tx: Tx,
+        posted: list[Posted],
+        indexes: list[int],
+        signer: Signer,
+        actor: str,
+        checked: Checked | None,
+        rules: ApprovalRules,
     ) -> list[Event] | None:
-        """The decision rows and events, the nonce spent; None (nothing written) when a racing decision won."""
+        """The decision rows (or, short of a rule's ``approvals``, approval rows) and events, the nonce
+        spent; None (nothing written) when a racing decision won."""
         tx.run("SAVEPOINT decide")
         try:
-            events = [record_decision(tx, p, signer, actor, checked, i) for i, p in zip(indexes, posted, strict=True)]
+            events = []
+            for i, p in zip(indexes, posted, strict=True):
+                counted = quorum.count(tx, p, rules) if p.verdict == "approved" else None
+                events.append(record_decision(tx, p, signer, actor, checked, i, counted))
         except tx.integrity_errors:  # the UNIQUE index is the last word
             tx.run("ROLLBACK TO decide")
             return None
@@ -174,12 +185,16 @@ class Decisions(Transactions):
         return PasswordCheck(stored, verify_password(stored, proof.password))
 
 
-def first_refusal(tx: Tx, posted: list[Posted], keyring: KeyRing) -> tuple[Posted, str, Exception] | None:
+def first_refusal(
+    tx: Tx, posted: list[Posted], keyring: KeyRing, rules: ApprovalRules
+) -> tuple[Posted, str, Exception] | None:
     """The first posted decision that may not be recorded, the event's words and the caller's error."""
     for p in posted:
         words, error = decision_refusal(tx, p, keyring)
         if words is not None and error is not None:
             return p, words, error
+        if (scoped := quorum.refusal(tx, p, rules)) is not None:
+            return p, *scoped
     return None
 
 
@@ -203,9 +218,12 @@ def refusal_payload(p: Posted, words: str) -> dict[str, Any]:
     return payload
 
 
-def record_decision(tx: Tx, d: Posted, signer: Signer, actor: str, checked: Checked | None, index: int) -> Event:
+def record_decision(
+    tx: Tx, d: Posted, signer: Signer, actor: str, checked: Checked | None, index: int, counted: quorum.Count | None
+) -> Event:
     """Sign (Ed25519, over everything the committer acts on) and insert the decision row (its
-    UNIQUE index may still refuse it) and its event."""
+    UNIQUE index may still refuse it) and its event; an approval short of the rule's ``approvals``
+    (``counted``) goes to the ``approval`` table instead, signed the same way."""
     decided_at = now_ts()
     row = tx.first(
         "SELECT server, tool, workspace, workspace_real, mode, base_sha256 FROM proposal WHERE id = ?", (d.proposal_id,)
@@ -236,11 +254,16 @@ def record_decision(tx: Tx, d: Posted, signer: Signer, actor: str, checked: Chec
     fields = dict(verdict=d.verdict, reviewer=d.reviewer, reason=d.reason, sha256=d.sha256, path=d.path)
     fields |= dict(mode=mode, base_sha256=base_sha)
     columns = {"proposal_id": d.proposal_id, **fields, "decided_at": decided_at, "signature": signature, **proof}
-    tx.insert("decision", {**columns, "key_id": signer.key_id})
     shown = {k: v for k, v in proof.items() if k in ("method", "nonce", "assertion_index")}
     if assertion is not None:
         shown["credential_id"] = assertion.credential_id
     payload = {**fields, **shown, "key_id": signer.key_id, "signature": signature}
+    if counted is not None and not counted.completes:
+        del columns["verdict"]
+        tx.insert("approval", {**columns, "key_id": signer.key_id})
+        payload |= {"approvals": counted.have + 1, "needed": counted.needed}
+        return tx.append_event(ev.APPROVAL_RECORDED, actor, payload, d.proposal_id)
+    tx.insert("decision", {**columns, "key_id": signer.key_id})
     return tx.append_event(ev.DECISION, actor, payload, d.proposal_id)
 
 

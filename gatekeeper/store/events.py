@@ -14,6 +14,8 @@ TOOL_DENIED = "tool_denied"
 REQUEST_REFUSED = "request_refused"  # a host message the proxy could not take (see proxy/wire.py)
 DECISION = "decision"
 DECISION_REFUSED = "decision_refused"
+# One of a rule's `approvals: N`, short of N (store/quorum.py): the decision's fields, {approvals, needed}.
+APPROVAL_RECORDED = "approval_recorded"
 COMMIT_INTENT = "commit_intent"
 COMMIT_OUTCOME = "commit_outcome"
 REVIEWER_ADDED = "reviewer_added"

@@ -27,6 +27,7 @@ from gatekeeper.store.tx import Tx
 
 if TYPE_CHECKING:
     from gatekeeper.keys import KeyRing
+    from gatekeeper.policy import Policy
 
 WRONG_PASSWORD = "the password typed for this approval is not right"
 
@@ -50,10 +51,12 @@ class PasswordCheck:
 @dataclass(frozen=True)
 class ApprovalRules:
     """What an approval must carry. ``rp``: the review page's relying party (None: passkey approvals
-    cannot be checked, so refused). ``approve_with``: the policy's 'any' or 'passkey'."""
+    cannot be checked, so refused). ``approve_with``: the policy's 'any' or 'passkey'. ``policy``: for
+    reviewers' scopes and a rule's ``approvals`` (None: no scopes, one approval; ``store/quorum.py``)."""
 
     rp: RelyingParty | None = None
     approve_with: str = "any"
+    policy: Policy | None = None
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ CANDIDATE_SELECT = (
     "SELECT p.id, p.created_at, p.server, p.tool, p.workspace, p.path, p.sha256, p.size, "
     "d.id AS decision_id, d.verdict, d.reviewer, d.reason, d.sha256 AS decision_sha256, "
     "d.path AS decision_path, d.decided_at, d.signature, p.workspace_real, p.mode, p.base_sha256, "
-    "p.base_size, d.mode AS decision_mode, d.base_sha256 AS decision_base_sha256, "
+    "p.base_size, p.client_name, d.mode AS decision_mode, d.base_sha256 AS decision_base_sha256, "
     "d.method, d.nonce, d.assertion, d.assertion_index, d.assertion_digests, d.key_id, "
     "k.credential_id AS passkey_credential, k.reviewer AS passkey_reviewer, k.public_key AS passkey_public_key, "
     "k.label AS passkey_label, k.created_at AS passkey_created_at, k.removed_at AS passkey_removed_at, "
@@ -56,6 +56,19 @@ CANDIDATE_SELECT = (
     "FROM decision d JOIN proposal p ON p.id = d.proposal_id "
     "LEFT JOIN commit_record c ON c.proposal_id = d.proposal_id "
     "LEFT JOIN passkey k ON d.assertion IS NOT NULL AND k.credential_id = json_extract(d.assertion, '$.credential_id')"
+)
+
+# The approvals short of a rule's ``approvals: N`` (migration 0009), named as ``CANDIDATE_SELECT``
+# names a decision's columns, so the committer checks each exactly as it checks the decision.
+APPROVALS_SELECT = (
+    "SELECT a.proposal_id, a.id AS approval_id, a.reviewer, a.reason, a.sha256 AS decision_sha256, "
+    "a.path AS decision_path, a.decided_at, a.signature, a.mode AS decision_mode, "
+    "a.base_sha256 AS decision_base_sha256, a.method, a.nonce, a.assertion, a.assertion_index, "
+    "a.assertion_digests, a.key_id, "
+    "k.credential_id AS passkey_credential, k.reviewer AS passkey_reviewer, k.public_key AS passkey_public_key, "
+    "k.label AS passkey_label, k.created_at AS passkey_created_at, k.removed_at AS passkey_removed_at "
+    "FROM approval a "
+    "LEFT JOIN passkey k ON a.assertion IS NOT NULL AND k.credential_id = json_extract(a.assertion, '$.credential_id')"
 )
 
 _LIST_COLUMNS = (
@@ -330,6 +343,20 @@ class Reader:
         )
         names = [c[0] for c in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur]
+
+    def approvals(self, proposal_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """Each proposal's ``approval`` rows (the first N-1 of ``approvals: N``), oldest first."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for start in range(0, len(proposal_ids), 500):
+            chunk = proposal_ids[start : start + 500]
+            cur = self._q(
+                f"{APPROVALS_SELECT} WHERE a.proposal_id IN ({', '.join('?' * len(chunk))}) ORDER BY a.id", chunk
+            )
+            names = [c[0] for c in cur.description]
+            for row in cur:
+                item = dict(zip(names, row, strict=True))
+                out.setdefault(item["proposal_id"], []).append(item)
+        return out
 
     def proposal_contents(self, proposal_ids: list[str]) -> dict[str, bytes]:
         """The exact stored bytes of each proposal, by id."""

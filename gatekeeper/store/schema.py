@@ -8,7 +8,7 @@ Times are canonical UTC text (see ``gatekeeper.canonical.format_ts``) so that th
 
 from __future__ import annotations
 
-from sqlalchemy import Index
+from sqlalchemy import Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 # The values some columns may hold are in ``values`` (the writers need them without SQLModel).
@@ -70,6 +70,31 @@ class Decision(SQLModel, table=True):
     assertion_digests: str | None = None
     # The Ed25519 key that signed it (migration 0008); NULL: an older, HMAC-signed decision.
     key_id: str | None = None
+
+
+class Approval(SQLModel, table=True):
+    """An approval that did not yet make its proposal approved (migration 0009): the first N-1 of a
+    rule's ``approvals: N``, signed and proven as a decision is; the Nth is the ``decision`` row."""
+
+    __tablename__ = "approval"
+    __table_args__ = (UniqueConstraint("proposal_id", "reviewer", name="uq_approval_proposal_reviewer"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    proposal_id: str = Field(foreign_key="proposal.id")
+    reviewer: str
+    reason: str | None = None
+    sha256: str
+    path: str
+    mode: str
+    base_sha256: str | None = None
+    decided_at: str
+    signature: str
+    key_id: str
+    method: str
+    nonce: str | None = None
+    assertion: str | None = None
+    assertion_index: int | None = None
+    assertion_digests: str | None = None
 
 
 class CommitRecord(SQLModel, table=True):

@@ -76,6 +76,7 @@ def reject(
         session,
         verdict="rejected",
         reason=reason,
+        rules=state.rules,  # scopes: a reviewer rejects only what they may decide
         sha256=sha256,
         path=path,
         **bound(mode, base_sha256),

@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from gatekeeper.review import change, queue, render, where
 from gatekeeper.review.access import ReviewerSession, State
-from gatekeeper.review.proposals import detail, status_filter
+from gatekeeper.review.proposals import approvals_view, detail, status_filter
 from gatekeeper.store.queries import STATUSES
 
 router = APIRouter()
@@ -77,6 +77,7 @@ def proposal_view(request: Request, state: State, session: ReviewerSession, prop
         events=[{**e, "payload": json.loads(e["payload"])} for e in found["events"]],
         passkey=where.has_passkey(state, session.reviewer),
         passkey_only=state.rules.approve_with == "passkey",
+        approvals=approvals_view(state, found),
     )
 
 
