@@ -4,13 +4,20 @@ because the store checks the password re-entered for an approval (step-up) itsel
 from __future__ import annotations
 
 import secrets
+from functools import cache
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 _hasher = PasswordHasher()
-# Verifying against this costs the same as a real hash, so an unknown name is not faster to try.
-_DUMMY_HASH = _hasher.hash(secrets.token_urlsafe(16))
+
+
+@cache
+def _dummy_hash() -> str:
+    """Verifying against this costs the same as a real hash, so an unknown name is not faster to
+    try. Made on first use, not at import: hashing costs ~0.1 s, which every process that imports
+    the store (the proxy among them) paid at start-up."""
+    return _hasher.hash(secrets.token_urlsafe(16))
 
 
 def hash_password(password: str) -> str:
@@ -19,6 +26,6 @@ def hash_password(password: str) -> str:
 
 def verify_password(stored: str | None, password: str) -> bool:
     try:
-        return _hasher.verify(stored or _DUMMY_HASH, password) and stored is not None
+        return _hasher.verify(stored or _dummy_hash(), password) and stored is not None
     except (VerificationError, InvalidHashError):
         return False

@@ -34,6 +34,8 @@ NEVER = (
     "jinja2",
     "gatekeeper.review",
     "webauthn",  # only where an approval's assertion is verified: the review page, the committer
+    "argon2",  # only where a password is checked (the review page, a step-up approval)
+    "gatekeeper.passwords",
     "gatekeeper.store.schema",
     "gatekeeper.store.engine",
     "gatekeeper.store.migrate",

@@ -16,7 +16,6 @@ from gatekeeper import signing
 from gatekeeper.approval import ApprovalRefused, Proof, Subject
 from gatekeeper.canonical import now_ts
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
-from gatekeeper.passwords import verify_password
 from gatekeeper.store import events as ev
 from gatekeeper.store import quorum
 from gatekeeper.store.bounded import bounded
@@ -182,6 +181,8 @@ class Decisions(Transactions):
         with self.transaction() as tx:
             row = tx.first("SELECT password_hash FROM reviewer WHERE name = ? AND disabled_at IS NULL", (reviewer,))
         stored = None if row is None else str(row[0])
+        from gatekeeper.passwords import verify_password  # argon2 only where a password is checked
+
         return PasswordCheck(stored, verify_password(stored, proof.password))
 
 
