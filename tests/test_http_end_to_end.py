@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,12 +26,11 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
+from tests.browser_support import logged_in_tab
 from tests.helpers import make_home
 from tests.http_servers import proxied
 from tests.http_support import HttpPeer, vault_server
-from tests.requirements import require_chromium
-from tests.review_support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, hashed, review_server
-from tests.test_review_browser import log_in
+from tests.review_support import PASSWORD, hashed, review_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -130,17 +128,8 @@ def proxy(world: World) -> Iterator[Proxy]:
 @pytest.fixture(scope="module")
 def page(world: World) -> Iterator[Any]:
     """One logged-in Chromium tab for the module."""
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    shutil.rmtree(SHOTS, ignore_errors=True)
-    SHOTS.mkdir(parents=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        tab = browser.new_page()
-        log_in(tab, world.base_url)
+    with logged_in_tab(world.base_url, SHOTS) as tab:
         yield tab
-        browser.close()
 
 
 def decide(page: Any, world: World, pid: str, button: str, expected: str) -> None:
