@@ -30,7 +30,16 @@ FASTMCP_VENV = CACHE / "fastmcp-venv"
 PROTOCOL = "2025-11-25"  # the filesystem server speaks only this one
 
 P50_RATIO, P99_RATIO, COLD_MARGIN_S, RSS_MIB = 1.2, 1.3, 0.3, 50.0
-VARIANTS = ("direct", "gatekeeper", "relay-poll", "relay-asyncio", "fastmcp")
+VARIANTS = (
+    "direct",
+    "gatekeeper",
+    "gatekeeper-uvloop",
+    "relay-poll",
+    "relay-selectors",
+    "relay-asyncio",
+    "relay-uvloop",
+    "fastmcp",
+)
 PROXIES = VARIANTS[1:]
 
 # FastMCP's own proxy, run by the venv's python: ``python -c FASTMCP_PROXY COMMAND ARGS...``.
@@ -199,10 +208,12 @@ def launch(variant: str, server: Server, setup: Setup) -> Launch:
     """The command line of ``variant`` in front of ``server``."""
     if variant == "direct":
         return Launch(server.argv, server.env)
-    if variant == "gatekeeper":
+    if variant == "gatekeeper" or variant.startswith("gatekeeper-"):
         policy = setup.work / f"policy-{server.key}.yaml"
         policy.write_text("version: 1\nservers:\n" + server.policy)
         env = {"GATEKEEPER_HOME": str(setup.home), "PYTHONPATH": str(REPO), "GATEKEEPER_START_TIMEOUT": "20"}
+        if variant.startswith("gatekeeper-"):  # the same proxy on another event loop (GATEKEEPER_LOOP)
+            env["GATEKEEPER_LOOP"] = variant.removeprefix("gatekeeper-")
         args = ["-m", "gatekeeper", "proxy", "--policy", str(policy)]
         if setup.profile_dir is not None:
             out = setup.profile_dir / f"gatekeeper-{server.key}-{time.monotonic_ns()}.prof"

@@ -71,7 +71,32 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "auto") -> None:
                 await proxy.server.run(read, write, proxy.initialization_options())
             tg.cancel_scope.cancel()
 
-    anyio.run(main)
+    anyio.run(main, backend_options=loop_options())
+
+
+LOOPS = ("asyncio", "uvloop")
+"""``GATEKEEPER_LOOP``: the event loop the proxy runs on (the first is the default)."""
+
+
+def loop_options() -> dict[str, object]:
+    """anyio's asyncio backend options for ``GATEKEEPER_LOOP``; an unknown name or a missing
+    uvloop falls back to the stdlib loop with a warning on stderr (the proxy must still start)."""
+    name = os.environ.get("GATEKEEPER_LOOP", LOOPS[0]).strip().lower() or LOOPS[0]
+    if name not in LOOPS:
+        logging.getLogger("gatekeeper.proxy").warning(
+            "GATEKEEPER_LOOP=%s is not one of %s; using %s", name, ", ".join(LOOPS), LOOPS[0]
+        )
+        return {}
+    if name == "uvloop":
+        try:
+            import uvloop  # lazily: only this loop pays its import
+        except ImportError:
+            logging.getLogger("gatekeeper.proxy").warning(
+                "GATEKEEPER_LOOP=uvloop but uvloop is not installed; using asyncio (pip install uvloop)"
+            )
+            return {}
+        return {"loop_factory": uvloop.new_event_loop}
+    return {}
 
 
 async def _end_on_signal(proxy: Proxy) -> None:
