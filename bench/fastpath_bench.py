@@ -45,7 +45,6 @@ from fastpath_setup import (
     FULL_SIZES,
     P50_RATIO,
     P99_RATIO,
-    PROXIES,
     PY,
     QUICK_SIZES,
     REPO,
@@ -121,7 +120,7 @@ def raw_phase(run: Run, server: Server, setup: Setup, sizes: Sizes) -> None:
             stack.callback(client.close)
             cold[name].append(client.handshake())
             clients[name] = client
-        for name in PROXIES:
+        for name in names[1:]:
             if name in clients:
                 run.values[f"{server.key} {name} RSS idle"] = rss_mib(clients[name].proc.pid)
         log(f"[fastpath] {server.key} raw: {sizes.warmup} warm-up + {sizes.raw_calls} timed calls per variant")
@@ -129,7 +128,7 @@ def raw_phase(run: Run, server: Server, setup: Setup, sizes: Sizes) -> None:
         times = round_robin(names, sizes.raw_calls, lambda n: clients[n].call(server.tool, server.args))
         latency_rows(run, f"{server.key} raw", times)
         log(f"[fastpath] {server.key}: soak each proxy to {sizes.soak_calls} calls, then its RSS")
-        for name in PROXIES:
+        for name in names[1:]:
             if name in clients:
                 client = clients[name]
                 while client.calls < sizes.soak_calls:
@@ -266,25 +265,26 @@ def figures(runs: list[Run], servers: list[Server], setup: Setup, skipped: list[
         for r, m in zip(runs, margins, strict=True):
             r.values[f"{server.key} cold gatekeeper minus direct"] = m
         out.append(row(f"{server.key} cold gatekeeper minus direct", "s", COLD_MARGIN_S))
-        for name in PROXIES:
-            if name in names:
-                gate = name == "gatekeeper"
-                out.append(row(f"{server.key} {name} RSS idle", "MiB", RSS_MIB if gate else None))
-                out.append(row(f"{server.key} {name} RSS after calls", "MiB"))
+        for name in names[1:]:
+            gate = name == "gatekeeper"
+            out.append(row(f"{server.key} {name} RSS idle", "MiB", RSS_MIB if gate else None))
+            out.append(row(f"{server.key} {name} RSS after calls", "MiB"))
     out.append(row("start-up: python -c pass wall", "s"))
     out.append(row("start-up: import proxy modules wall", "s"))
     out.append(row("start-up: import proxy modules (importtime)", "s"))
     return [*(f for f in out if f is not None), *skipped]
 
 
-def run_in(base: Path, sizes: Sizes, runs: int, profile: bool) -> tuple[list[Figure], list[str]]:
+def run_in(
+    base: Path, sizes: Sizes, runs: int, profile: bool, only: tuple[str, ...] = (), baseline: Path | None = None
+) -> tuple[list[Figure], list[str]]:
     """All fast-path rows (medians over ``runs``) and the notes, built in ``base``."""
     skipped: list[Figure] = []
     fastmcp = ensure_fastmcp()
     if isinstance(fastmcp, str):
         skipped.append(Skipped("F0. fastmcp proxy", 0.0, "", note=fastmcp))
     fs = ensure_filesystem()
-    setup = Setup(base, make_home(base / "home").path, fastmcp)
+    setup = Setup(base, make_home(base / "home").path, fastmcp, only=only, baseline=baseline)
     servers = [notes(base)]
     if isinstance(fs, Path):
         servers.append(filesystem(base, fs))
@@ -320,13 +320,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="few calls, one cold start each: a smoke test")
     parser.add_argument("--runs", type=int, default=1, help="repeat everything N times; rows show the median")
     parser.add_argument("--profile", action="store_true", help="also cProfile the Gatekeeper proxy process")
+    parser.add_argument("--only", default="", help="comma-separated variants to run (direct always runs)")
+    parser.add_argument(
+        "--baseline", type=Path, help="another checkout's proxy as variant gatekeeper-baseline (A/B in one run)"
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
         with tempfile.TemporaryDirectory(prefix="gatekeeper-fastpath-") as tmp:
             report = Report()
             sizes = QUICK_SIZES if args.quick else FULL_SIZES
-            rows, notes_out = run_in(Path(tmp), sizes, args.runs, args.profile)
+            only = tuple(n.strip() for n in args.only.split(",") if n.strip())
+            rows, notes_out = run_in(Path(tmp), sizes, args.runs, args.profile, only, args.baseline)
             for figure in rows:
                 report.add(figure)
             report.notes += notes_out

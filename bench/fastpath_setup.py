@@ -40,7 +40,6 @@ VARIANTS = (
     "relay-uvloop",
     "fastmcp",
 )
-PROXIES = VARIANTS[1:]
 
 # FastMCP's own proxy, run by the venv's python: ``python -c FASTMCP_PROXY COMMAND ARGS...``.
 FASTMCP_PROXY = """
@@ -202,6 +201,8 @@ class Setup:
     home: Path
     fastmcp: Path | str  # the venv's python, or why it is missing
     profile_dir: Path | None = None
+    only: tuple[str, ...] = ()  # ``--only``: these variants (and direct), else all
+    baseline: Path | None = None  # ``--baseline DIR``: also the proxy of another checkout, same run
 
 
 def launch(variant: str, server: Server, setup: Setup) -> Launch:
@@ -211,8 +212,9 @@ def launch(variant: str, server: Server, setup: Setup) -> Launch:
     if variant == "gatekeeper" or variant.startswith("gatekeeper-"):
         policy = setup.work / f"policy-{server.key}.yaml"
         policy.write_text("version: 1\nservers:\n" + server.policy)
-        env = {"GATEKEEPER_HOME": str(setup.home), "PYTHONPATH": str(REPO), "GATEKEEPER_START_TIMEOUT": "20"}
-        if variant.startswith("gatekeeper-"):  # the same proxy on another event loop (GATEKEEPER_LOOP)
+        code = setup.baseline if variant == "gatekeeper-baseline" and setup.baseline else REPO
+        env = {"GATEKEEPER_HOME": str(setup.home), "PYTHONPATH": str(code), "GATEKEEPER_START_TIMEOUT": "20"}
+        if variant.startswith("gatekeeper-") and variant != "gatekeeper-baseline":  # another loop (GATEKEEPER_LOOP)
             env["GATEKEEPER_LOOP"] = variant.removeprefix("gatekeeper-")
         args = ["-m", "gatekeeper", "proxy", "--policy", str(policy)]
         if setup.profile_dir is not None:
@@ -227,7 +229,10 @@ def launch(variant: str, server: Server, setup: Setup) -> Launch:
 
 
 def available(setup: Setup) -> tuple[str, ...]:
-    return tuple(v for v in VARIANTS if v != "fastmcp" or isinstance(setup.fastmcp, Path))
+    names = [v for v in VARIANTS if v != "fastmcp" or isinstance(setup.fastmcp, Path)]
+    if setup.baseline is not None:
+        names.insert(names.index("gatekeeper") + 1, "gatekeeper-baseline")
+    return tuple(n for n in names if not setup.only or n == "direct" or n in setup.only)
 
 
 def rss_mib(pid: int) -> float:
