@@ -56,6 +56,7 @@ from fastpath_setup import (
     Sizes,
     Skipped,
     available,
+    cpu_seconds,
     ensure_fastmcp,
     ensure_filesystem,
     filesystem,
@@ -131,9 +132,13 @@ def raw_phase(run: Run, server: Server, setup: Setup, sizes: Sizes) -> None:
         for name in names[1:]:
             if name in clients:
                 client = clients[name]
+                calls, cpu = client.calls, cpu_seconds(client.proc.pid)
                 while client.calls < sizes.soak_calls:
                     client.call(server.tool, server.args)
                 run.values[f"{server.key} {name} RSS after calls"] = rss_mib(client.proc.pid)
+                if client.calls > calls:  # the proxy's own CPU per call (not its child's), µs
+                    cpu_us = (cpu_seconds(client.proc.pid) - cpu) / (client.calls - calls) * 1e6
+                    run.values[f"{server.key} {name} CPU per call"] = cpu_us
     for name, pairs in cold.items():
         run.values[f"{server.key} cold {name} initialize"] = statistics.median(p[0] for p in pairs)
         run.values[f"{server.key} cold {name} tools/list"] = statistics.median(p[1] for p in pairs)
@@ -227,7 +232,8 @@ def one_run(setup: Setup, servers: list[Server], sizes: Sizes) -> Run:
 # -- the table -------------------------------------------------------------------------------------
 
 
-GROUPS = (("cold", "F2."), ("RSS", "F3."), ("start-up", "F4."), ("", "F1."))  # row name part -> table group
+# row name part -> table group
+GROUPS = (("cold", "F2."), ("RSS", "F3."), ("CPU", "F3."), ("start-up", "F4."), ("", "F1."))
 
 
 def figures(runs: list[Run], servers: list[Server], setup: Setup, skipped: list[Figure]) -> list[Figure]:
@@ -269,6 +275,7 @@ def figures(runs: list[Run], servers: list[Server], setup: Setup, skipped: list[
             gate = name == "gatekeeper"
             out.append(row(f"{server.key} {name} RSS idle", "MiB", RSS_MIB if gate else None))
             out.append(row(f"{server.key} {name} RSS after calls", "MiB"))
+            out.append(row(f"{server.key} {name} CPU per call", "µs"))
     out.append(row("start-up: python -c pass wall", "s"))
     out.append(row("start-up: import proxy modules wall", "s"))
     out.append(row("start-up: import proxy modules (importtime)", "s"))
