@@ -33,7 +33,7 @@ P50_RATIO, P99_RATIO, COLD_MARGIN_S, RSS_MIB = 1.2, 1.3, 0.3, 50.0
 VARIANTS = (
     "direct",
     "gatekeeper",
-    "gatekeeper-uvloop",
+    "gatekeeper-asyncio",
     "relay-poll",
     "relay-selectors",
     "relay-asyncio",
