@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from gatekeeper.home import Home
 from gatekeeper.policy import Policy
+from gatekeeper.proxy import early
 
 if TYPE_CHECKING:
     from gatekeeper.proxy.server import Proxy
@@ -124,5 +125,6 @@ async def _end_on_signal(proxy: Proxy) -> None:
                 await downstream.close()
             for downstream in proxy.downstreams.values():
                 await downstream.wait_closed()
+    early.discard()  # a child started early that no session has adopted yet must not outlive us
     logging.shutdown()
     os._exit(128 + signum)
