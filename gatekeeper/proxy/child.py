@@ -58,7 +58,7 @@ class ChildPipe:
         self.on_trouble: Callable[..., None] | None = None  # never called: a pipe's troubles end it (on_end)
 
     def attach(self, process: _Child) -> None:
-        writer = getattr(process.stdin, "_stream", None)  # anyio's asyncio stream wrapper
+        writer = getattr(process.stdin, "_stream", None)  # _ChildIn's asyncio StreamWriter
         if isinstance(writer, asyncio.StreamWriter):
             self._writer, self.alive = writer, True
 
