@@ -9,6 +9,9 @@ header (the certificate names both), and the trusted proxy is a client dialling 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -22,9 +25,9 @@ from gatekeeper.errors import PolicyError
 from gatekeeper.policy import load_policy
 from gatekeeper.store.events import REQUEST_REFUSED
 from tests.commit_support import World, make_world, run_commit
-from tests.helpers import TEST_PASSWORD
-from tests.review_support import event_count
-from tests.tls_support import Pki, Served, csrf_of, make_pki, serve, trusting
+from tests.helpers import TEST_PASSWORD, line_queue, next_line
+from tests.review_support import REPO, event_count, free_port
+from tests.tls_support import Pki, Served, csrf_of, make_pki, serve, set_review_site, trusting
 
 SECTION = "review:\n  hosts: ['alias.test:{port}']\n  origins: ['https://console.test']\n"
 
@@ -293,3 +296,37 @@ def test_review_section_values_are_normalised(tmp_path: Path) -> None:
     policy = load_policy(str(world.policy))
     assert policy.review.hosts == ("review.test:8443",)
     assert policy.review.origins == ("https://review.test",)
+
+
+# -- gatekeeper up ----------------------------------------------------------------------------------
+
+
+def test_up_serves_the_page_over_tls_and_prints_links_at_the_public_origin(tmp_path: Path, pki: Pki) -> None:
+    world, port = make_world(tmp_path / "w"), free_port()
+    set_review_site(world, f"https://review.test:{port}")
+    argv = [sys.executable, "-m", "gatekeeper", "--home", str(world.home.path), "up", "--port", str(port)]
+    argv += ["--policy", str(world.policy), "--tls-cert", str(pki.cert), "--tls-key", str(pki.key)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    assert proc.stdout is not None
+    lines = line_queue(proc.stdout)
+    try:
+        seen = [next_line(lines, 60, "gatekeeper up's output")]
+        while "one-time link" not in seen[-1]:
+            seen.append(next_line(lines, 60, "the log-in link"))
+        assert f"Review page: https://review.test:{port}/\n" in seen, seen
+        link = seen[-1].split(": ", 1)[1].strip()
+        assert link.startswith(f"https://review.test:{port}/login/link?token="), link
+        site = Site(world, pki, Served(port, link, f"https://localhost:{port}", proc))
+        with client(site) as c:
+            done = c.get(link.removeprefix(f"https://review.test:{port}"))
+        assert done.status_code == 303, done.text
+        assert "; secure" in set_cookie(done, "__Host-gk_session").lower()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
