@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import httpx
 import pytest
 from click.testing import CliRunner
+from cryptography.hazmat.primitives import serialization
 
 from gatekeeper.cli import cli
 from gatekeeper.errors import PolicyError
@@ -244,12 +245,29 @@ def test_a_key_of_another_certificate_is_refused(home_path: Path, pki: Pki) -> N
     assert "does not belong to the certificate" in result.output and "Traceback" not in result.output
 
 
-def test_a_certificate_that_does_not_load_is_refused(home_path: Path, pki: Pki, tmp_path: Path) -> None:
-    junk = tmp_path / "junk.pem"
-    junk.write_text("not a certificate\n")
-    result = review(home_path, "--tls-cert", str(junk), "--tls-key", str(pki.key))
+@pytest.mark.parametrize(
+    ("which", "said"),
+    [
+        ("cert", "is not a PEM certificate"),
+        ("key", "is not a PEM private key"),
+        ("encrypted", "is encrypted"),  # refused, not a passphrase prompt on the terminal
+    ],
+)
+def test_tls_files_that_do_not_load_are_refused(
+    home_path: Path, pki: Pki, tmp_path: Path, which: str, said: str
+) -> None:
+    bad = tmp_path / "bad.pem"
+    if which == "encrypted":
+        key = serialization.load_pem_private_key(pki.key.read_bytes(), password=None)
+        pem = serialization.BestAvailableEncryption(b"a passphrase")
+        bad.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, pem))
+    else:
+        bad.write_text("not PEM at all\n")
+    os.chmod(bad, 0o600)
+    cert, key_file = (bad, pki.key) if which == "cert" else (pki.cert, bad)
+    result = review(home_path, "--tls-cert", str(cert), "--tls-key", str(key_file))
     assert result.exit_code == 2, result.output
-    assert "do not load" in result.output and "PEM" in result.output and "Traceback" not in result.output
+    assert f"{bad} {said}" in result.output and "Traceback" not in result.output
 
 
 @pytest.mark.parametrize(

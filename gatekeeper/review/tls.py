@@ -8,10 +8,11 @@ belong together, and the check loads them exactly as uvicorn will (``ssl.load_ce
 
 from __future__ import annotations
 
-import os
 import ssl
 import stat
 from pathlib import Path
+
+from cryptography.exceptions import UnsupportedAlgorithm
 
 from gatekeeper.errors import InvalidInput
 
@@ -28,6 +29,10 @@ def check_tls(cert: str, key: str) -> None:
             f"the TLS key {key} can be read by others (mode {mode:04o}): whoever reads it can pose as this page",
             f"chmod 600 {key}",
         )
+    try:
+        _check_each(cert_path, key_path)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {exc.filename}: {exc.strerror}", "check the paths and permissions") from None
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         context.load_cert_chain(cert_path, key_path, password=_no_passphrase)
@@ -35,6 +40,27 @@ def check_tls(cert: str, key: str) -> None:
         raise InvalidInput(*_explain(exc, cert, key)) from None
     except OSError as exc:
         raise InvalidInput(f"cannot read {exc.filename or cert}: {exc.strerror}", "check the paths") from None
+
+
+def _check_each(cert: Path, key: Path) -> None:
+    """Which of the two files is wrong, and how: OpenSSL alone says only "PEM lib"."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        x509.load_pem_x509_certificates(cert.read_bytes())
+    except ValueError:
+        raise InvalidInput(
+            f"the TLS certificate {cert} is not a PEM certificate", "give --tls-cert the PEM file (with its chain)"
+        ) from None
+    try:
+        load_pem_private_key(key.read_bytes(), password=None)
+    except TypeError:  # encrypted: uvicorn would ask for the passphrase on the terminal
+        hint = f"give an unencrypted key: openssl pkey -in {key} -out NEW, then chmod 600 NEW"
+        raise InvalidInput(f"the TLS key {key} is encrypted", hint) from None
+    except (ValueError, UnsupportedAlgorithm):
+        hint = "give --tls-key the certificate's private key (PEM)"
+        raise InvalidInput(f"the TLS key {key} is not a PEM private key", hint) from None
 
 
 def _no_passphrase() -> bytes:
@@ -48,12 +74,6 @@ def _explain(exc: ssl.SSLError, cert: str, key: str) -> tuple[str, str]:
         return (
             f"the TLS key {key} does not belong to the certificate {cert}",
             "give the key the certificate was made for (openssl x509 -noout -pubkey -in CERT shows its public key)",
-        )
-    if "PEM" in text or "NO_START_LINE" in text or "ASN1" in text:
-        which = cert if os.path.exists(cert) and "CERT" in text else f"{cert} or {key}"
-        return (
-            f"the TLS files do not load: {which} is not a PEM certificate / unencrypted PEM key ({exc.reason or exc})",
-            "give --tls-cert a PEM certificate (with its chain) and --tls-key its private key, not encrypted",
         )
     return (
         f"the TLS certificate {cert} and key {key} do not load ({exc.reason or exc})",
