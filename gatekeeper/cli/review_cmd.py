@@ -64,7 +64,8 @@ def review(
     Binds 127.0.0.1 by default and answers at http://localhost:PORT (passkeys need that name) and
     at 127.0.0.1 (password sessions); only to its own Host and Origin. The policy's approve_with
     says whether a password may approve; its reviewers and approvals, who may decide what and how
-    many distinct reviewers must approve.
+    many distinct reviewers must approve. For a team: a public review_url in the policy (with its
+    review: hosts/origins), and TLS here (--tls-cert/--tls-key) or in a --trusted-proxy in front.
     """
     if click_ctx.invoked_subcommand is not None:
         return
