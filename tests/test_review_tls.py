@@ -152,9 +152,14 @@ def test_a_host_not_in_the_list_is_refused(tls_site: Site, host: str) -> None:
     assert event_count(tls_site.world.home, REQUEST_REFUSED) == before + 1
 
 
-def test_the_policy_s_extra_host_is_answered(tls_site: Site) -> None:
+def test_the_policy_s_extra_host_is_answered_and_points_passkeys_to_the_public_name(tls_site: Site) -> None:
     with client(tls_site, host=f"alias.test:{tls_site.served.port}") as c:
-        assert c.get("/login").status_code == 200
+        page = c.get("/login")
+    assert page.status_code == 200
+    public = tls_site.served.public  # passkeys are for review.test: the page sends people there
+    assert f'Passkeys work only at the public address: <a href="{public}/login"' in page.text, page.text
+    with client(tls_site) as c:
+        assert 'id="passkey-login"' in c.get("/login").text
 
 
 @pytest.mark.parametrize(

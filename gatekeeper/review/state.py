@@ -78,6 +78,7 @@ class ReviewState:
         session = context.get("session")
         context.setdefault("csrf", self.tokens.csrf(session.id) if session else "")
         context["integrity"] = self.chain.current()
+        context.setdefault("rp_id", self.rules.rp.rp_id if self.rules.rp is not None else "localhost")
         return self.templates.TemplateResponse(request, name, context, status_code=code)
 
     def who(self, typed: str) -> str:
