@@ -6,8 +6,6 @@ needs the page's origin: ``localhost``, never an IP address, so the link uses th
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 import click
 
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
@@ -16,7 +14,9 @@ from gatekeeper.errors import PolicyError
 
 
 def review_origin(ctx: Ctx, policy_file: str | None) -> str:
-    """The review page's origin with host ``localhost``, from the policy's review_url (else the default)."""
+    """The origin passkeys are made for, from the policy's review_url (else the default): its own
+    at a team's public name, else the same with host ``localhost``."""
+    from gatekeeper.approval import RelyingParty
     from gatekeeper.policy import load_policy
     from gatekeeper.policy.model import DEFAULT_REVIEW_URL
 
@@ -25,8 +25,7 @@ def review_origin(ctx: Ctx, policy_file: str | None) -> str:
     except PolicyError as exc:
         click.echo(f"note: no policy read ({exc}); the link assumes {DEFAULT_REVIEW_URL}", err=True)
         url = DEFAULT_REVIEW_URL
-    parts = urlsplit(url)
-    return f"{parts.scheme}://localhost" + (f":{parts.port}" if parts.port else "")
+    return RelyingParty.for_review_url(url).origins[0]
 
 
 def print_enrolment_link(ctx: Ctx, name: str, policy_file: str | None, origin: str | None = None) -> None:

@@ -16,7 +16,7 @@ from fastapi.templating import Jinja2Templates
 
 from gatekeeper.home import Home, ensure_keys
 from gatekeeper.resources import templates_dir
-from gatekeeper.review import auth, change, render
+from gatekeeper.review import auth, change, cookies, render
 from gatekeeper.review.integrity import ChainWatch
 from gatekeeper.store.bounded import cut
 from gatekeeper.store.decisions import ANY
@@ -39,11 +39,10 @@ class ReviewState:
     chain: ChainWatch
     refusals: Refusals
     templates: Jinja2Templates
-    secure: bool  # served over https: cookies get the Secure flag
     rules: ApprovalRules = ANY  # what an approval must carry: the page's relying party, approve_with
 
     @classmethod
-    def open(cls, home: Home, *, secure: bool, rules: ApprovalRules = ANY) -> ReviewState:
+    def open(cls, home: Home, *, rules: ApprovalRules = ANY) -> ReviewState:
         ensure_keys(home)  # an older home gets its Ed25519 key on the review page's first start
         store = Store(home.db_path)
         templates = Jinja2Templates(directory=str(templates_dir()))
@@ -57,7 +56,6 @@ class ReviewState:
             chain=ChainWatch(home.db_path),
             refusals=Refusals(store),
             templates=templates,
-            secure=secure,
             rules=rules,
         )
 
@@ -72,7 +70,7 @@ class ReviewState:
 
     def session_of(self, request: Request) -> Session | None:
         """The live session the request's cookie names, if any (a bad cookie is "no session")."""
-        sid = self.tokens.session_id(request.cookies.get(auth.SESSION_COOKIE))
+        sid = self.tokens.session_id(cookies.read(request, auth.SESSION_COOKIE))
         return self.reviews.session(sid) if sid else None
 
     def page(self, request: Request, name: str, code: int = 200, **context: Any) -> HTMLResponse:
@@ -80,6 +78,7 @@ class ReviewState:
         session = context.get("session")
         context.setdefault("csrf", self.tokens.csrf(session.id) if session else "")
         context["integrity"] = self.chain.current()
+        context.setdefault("rp_id", self.rules.rp.rp_id if self.rules.rp is not None else "localhost")
         return self.templates.TemplateResponse(request, name, context, status_code=code)
 
     def who(self, typed: str) -> str:

@@ -51,7 +51,7 @@ def answered() -> Iterator[None]:
 
 
 def challenge_for(request: Request, state: ReviewState, session: Session, ids: list[str]) -> JSONResponse:
-    if not where.on_localhost(request):
+    if not where.on_localhost(request, state):
         raise ReviewError(409, where.not_localhost_message(state))
     credentials = [p.credential_id for p in state.store.passkeys(session.reviewer)]
     if not credentials:
