@@ -440,10 +440,12 @@ def change_of(mode: str, base: bytes, rng: Any) -> bytes:
     return rng.randbytes(rng.choice([0, 1, 100, 4096, 70_000]))
 
 
-def build_scenario(root: Path, rng: Any, *, fresh: int = 8, late: int = 6) -> Scenario:
+def build_scenario(
+    root: Path, rng: Any, *, fresh: int = 8, late: int = 6, database: PostgresUrl | None = None
+) -> Scenario:
     """Approved proposals of every kind (new files, nested folders, identical and different files
     already there, symlinks, a file where a folder goes, refusals), plus pending and rejected ones."""
-    w = make_world(root)
+    w = make_world(root, database)
     sc = Scenario(w)
     ws, out = w.workspace, w.outside
     (ws / "notes").mkdir()
