@@ -44,7 +44,7 @@ def propose_for(w: World, server: str, workspace: Path, n: int, tag: str = "") -
     made = {}
     with w.store() as s:
         for i in range(n):
-            path, content = f"{server}{tag}/d{i % 5}/f{i}.md", f"{server} {tag} {i}\n".encode() * (1 + i % 7)
+            path, content = f"{server}/{tag}d{i % 5}/f{i}.md", f"{server} {tag} {i}\n".encode() * (1 + i % 7)
             d = dataclasses.replace(
                 draft(path, content, server=server, arguments={"path": path, "n": i, "tag": tag}),
                 workspace=str(workspace),

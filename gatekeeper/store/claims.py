@@ -46,22 +46,38 @@ class Claims:
         if not self.active or not proposal_ids:
             yield set(proposal_ids)
             return
-        conn = self._connection()
-        try:
-            conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-            claimed: set[str] = set()
-            for start in range(0, len(proposal_ids), CHUNK):
-                chunk = proposal_ids[start : start + CHUNK]
-                sql = _CLAIM_SQL.format(marks=", ".join("?" * len(chunk)))
-                assert self.backend.translate is not None
-                claimed.update(row[0] for row in conn.execute(self.backend.translate(sql), chunk))
-        except self.backend.lost_errors as exc:
-            self._drop()
-            raise lost(self.backend.database, exc) from exc
+        claimed = self._take_retrying(proposal_ids)
         try:
             yield claimed
         finally:
             self._release()
+
+    def _take_retrying(self, proposal_ids: list[str]) -> set[str]:
+        """``_take``, once more on a new connection when the kept one was dropped by the server (it
+        restarted): claiming writes nothing, so trying again is safe."""
+        for attempt in (1, 2):
+            try:
+                return self._take(proposal_ids)
+            except self.backend.lost_errors as exc:
+                self._drop()
+                if attempt == 2:
+                    raise lost(self.backend.database, exc) from exc
+            except BaseException:
+                self._release()
+                raise
+        raise AssertionError("unreachable")
+
+    def _take(self, proposal_ids: list[str]) -> set[str]:
+        """BEGIN, then lock what no one else holds; the transaction stays open (the claims)."""
+        conn = self._connection()
+        conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+        claimed: set[str] = set()
+        assert self.backend.translate is not None
+        for start in range(0, len(proposal_ids), CHUNK):
+            chunk = proposal_ids[start : start + CHUNK]
+            sql = self.backend.translate(_CLAIM_SQL.format(marks=", ".join("?" * len(chunk))))
+            claimed.update(row[0] for row in conn.execute(sql, chunk))
+        return claimed
 
     def _connection(self) -> Any:
         if self._conn is not None and not self.backend.reusable(self._conn):
@@ -72,6 +88,8 @@ class Claims:
 
     def _release(self) -> None:
         """End the claim transaction (it wrote nothing); a connection that broke is dropped."""
+        if self._conn is None:
+            return
         try:
             self._conn.execute("ROLLBACK")
         except self.backend.lost_errors:
