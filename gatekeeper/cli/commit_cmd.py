@@ -81,24 +81,16 @@ def commit(
         click.echo(f"warning: test-only switches are set ({', '.join(switches.active)}); unset them", err=True)
 
     def show(r: Any) -> None:
-        if as_json:
-            emit_json(r.as_dict())
-        else:
-            click.echo(_line(r))
+        emit_json(r.as_dict()) if as_json else click.echo(_line(r))
 
     stop = threading.Event()
     database = ctx.home.database
     errors: tuple[type[BaseException], ...] = (*run.database_errors(database), OSError)
     try:
         with run.session(
-            ctx.home,
-            policy_file,
-            batch=batch,
-            switches=switches,
-            on_result=show,
-            should_stop=stop.is_set,
+            ctx.home, policy_file, batch=batch, switches=switches, on_result=show, should_stop=stop.is_set,
             servers=servers,
-        ) as (committer, reader):
+        ) as (committer, reader):  # fmt: skip
             if watch:
                 stop_on_signals(stop)
                 which = f" of {', '.join(sorted(committer.servers))}" if committer.servers else ""
@@ -109,6 +101,11 @@ def commit(
             report = committer.run_pass()
     except errors as exc:  # not a domain error: one line, never a traceback
         raise GatekeeperError(f"the committer stopped: {exc}", "fix the cause and run it again") from None
+    _summary(report, as_json)
+
+
+def _summary(report: Any, as_json: bool) -> None:
+    """After ``--once``: why some wait, the counts, and the exit status (1: failed or left waiting)."""
     for message in report.waiting:
         click.echo(f"waiting: {message}", err=True)
     counts = Counter(r.outcome for r in report.results if r.recorded)
