@@ -15,6 +15,8 @@ import psycopg
 import pytest
 
 from gatekeeper.store import migrate
+from gatekeeper.store.backends import DatabaseUnreachable
+from gatekeeper.store.queries import Reader
 from gatekeeper.store.target import PostgresUrl
 from tests.commit_support import Committer, commit_env, make_world
 from tests.helpers import wait_until
@@ -85,3 +87,16 @@ def test_watch_survives_a_killed_and_restarted_server(tmp_path: Path, cluster: C
     audit_ok(w)
     log = (cluster.base / "log").read_text()
     assert log.count("database system was interrupted") + log.count("not properly shut down") >= 2
+
+
+def test_a_reader_reconnects_after_the_server_was_down_for_several_reads(cluster: Cluster) -> None:
+    """The watcher's reader: each read while the server is down fails clearly; the first after it is
+    back works (a connection that broke holds no snapshot, so it is reopened, not reported forever)."""
+    with Reader(PostgresUrl(cluster.url("gk"))) as reader:
+        seen = reader.data_version()
+        cluster.kill()
+        for _ in range(3):
+            with pytest.raises(DatabaseUnreachable):
+                reader.data_version()
+        cluster.start()
+        assert reader.data_version() == seen
