@@ -114,7 +114,7 @@ class Reader:
         snapshot (a read is idempotent), else reported as ``DatabaseUnreachable``."""
         assert self._backend.translate is not None
         text = self._backend.translate(sql)
-        inside = self._backend.in_transaction(self._conn)  # a snapshot cannot be resumed elsewhere
+        inside = self._backend.reusable(self._conn) and self._backend.in_transaction(self._conn)  # a snapshot stays
         try:
             return self._conn.execute(text, params)
         except self._backend.lost_errors as exc:
