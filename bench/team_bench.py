@@ -302,7 +302,7 @@ def cli_row(backend: str, home: Home, reps: int) -> Figure:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         times.append((time.perf_counter() - start) * 1000)
         if done.returncode != 0:
-            why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+            why = " ".join(line.strip() for line in done.stderr.strip().splitlines()) or "no message"
             return Figure(f"{name}: skipped", 0, "", note=f"exit {done.returncode}: {why}")
     return Figure(name, statistics.median(times), "ms", note=f"subprocess wall time incl. start-up, p50 of {reps}")
 
@@ -319,6 +319,8 @@ def run(quick: bool, work: Path, s: Settings | None = None) -> list[Figure]:
     """Every T row: bench/run.py's entry (``s`` None: the full or ``--quick`` sizes). Without
     PostgreSQL, one ``skipped`` row that says why."""
     s = s or (QUICK if quick else FULL)
+    for old in work.glob("team-*"):  # every figure but the reused big database starts empty
+        shutil.rmtree(old)
     try:
         pg = PgServer.start()
     except GatekeeperError as exc:
@@ -345,8 +347,6 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gatekeeper-team-bench-") as tmp:
         work = args.workdir.absolute() if args.workdir else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        for old in work.glob("team-*"):  # every figure but the reused big database starts empty
-            shutil.rmtree(old)
         try:
             report = Report()
             for figure in run(s.quick, work, s):

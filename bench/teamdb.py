@@ -128,9 +128,8 @@ class PgServer:
 def plan_nodes(node: dict[str, Any], depth: int = 0) -> list[str]:
     """A plan tree as one line per node: type, index or table, actual rows and ms."""
     on = node.get("Index Name") or node.get("Relation Name") or ""
-    text = (
-        f"{node['Node Type']}{' ' + on if on else ''} rows={node.get('Actual Rows')} {node.get('Actual Total Time')}ms"
-    )
+    kind = f"{node['Node Type']}{' ' + node['Join Type'] if 'Join Type' in node else ''}"
+    text = f"{kind}{' ' + on if on else ''} rows={node.get('Actual Rows')} {node.get('Actual Total Time')}ms"
     out = [("." * depth) + text]
     for child in node.get("Plans", []):
         out += plan_nodes(child, depth + 1)
