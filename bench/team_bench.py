@@ -36,17 +36,19 @@ from typing import Any
 
 from bigdb import BigDb, load_or_build
 from harness import FULL, QUICK, Figure, Report, Settings, draft, log, make_home, print_table
-from teamdb import COMMIT_FILES, PgServer, approved_bed, copy_history, pg_home, planned
+from teamdb import COMMIT_FILES, PgServer, approved_bed, copy_history, pg_home
 
 from gatekeeper.audit.verify import verify_chain
 from gatekeeper.errors import GatekeeperError
 from gatekeeper.home import ENV_HOME, Home
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
-from gatekeeper.store.target import Database, as_url, parse_database_url
+from gatekeeper.store.target import ENV_DATABASE_URL, Database, as_url, parse_database_url
 
 # Smaller than --quick: the test suite's smoke test of this script (a few seconds of work).
 SMOKE = Settings(True, 0.2, 1, 0.3, 1, 2, 5_000, 3, 1, 1)
+# bench/run.py --quick (a smoke test too): as short, 4 writers, on figure 3's --quick database.
+QUICK_TEAM = dataclasses.replace(SMOKE, writers=4, events=QUICK.events)
 BACKENDS = ("sqlite", "postgresql")
 LABEL = {"sqlite": "SQLite (WAL, FULL sync)", "postgresql": "PostgreSQL (fsync on)"}
 
@@ -87,19 +89,19 @@ def propose_for(store: Store, tag: str, seconds: float) -> tuple[int, float]:
     count, start = 0, time.perf_counter()
     deadline = start + seconds
     while time.perf_counter() < deadline:
-        content = f"# note {count}\n\nwritten by {tag}\n".encode()
-        store.propose(
-            draft(
-                f"team/{tag}/{count}.md",
-                content,
-                tool="create_note",
-                workspace="/tmp/workspace",
-                ttl=timedelta(hours=1),
-                session=f"s-{tag}",
-            )
-        )
+        propose_one(store, tag, count)
         count += 1
     return count, time.perf_counter() - start
+
+
+def propose_one(store: Store, tag: str, i: int) -> None:
+    """A distinct small draft: a retry lookup never matches, so every call inserts a proposal."""
+    content = f"# note {i}\n\nwritten by {tag}\n".encode()
+    store.propose(
+        draft(
+            f"team/{tag}/{i}.md", content, tool="create_note", workspace="/tmp/w", ttl=timedelta(hours=1), session=tag
+        )
+    )
 
 
 def single_writer(dbs: dict[str, Database], s: Settings) -> list[Figure]:
@@ -128,7 +130,7 @@ def writer_process(url: str, tag: str, seconds: float, barrier: Any, results: An
         i = 0
         while time.perf_counter() < deadline:
             try:
-                propose_for_one(store, tag, i)
+                propose_one(store, tag, i)
                 ok += 1
             except Exception as exc:  # counted, not fatal: the figure is how many fail
                 errors += 1
@@ -140,15 +142,6 @@ def writer_process(url: str, tag: str, seconds: float, barrier: Any, results: An
         results.put({"ok": ok, "errors": errors, "messages": messages, "elapsed": elapsed})
     except BaseException as exc:
         results.put({"crash": f"{type(exc).__name__}: {exc}"})
-
-
-def propose_for_one(store: Store, tag: str, i: int) -> None:
-    content = f"# note {i}\n\nwritten by {tag}\n".encode()
-    store.propose(
-        draft(
-            f"team/{tag}/{i}.md", content, tool="create_note", workspace="/tmp/w", ttl=timedelta(hours=1), session=tag
-        )
-    )
 
 
 def writer_run(db: Database, s: Settings, tag: str) -> list[dict[str, Any]]:
@@ -202,7 +195,7 @@ def many_writers(dbs: dict[str, Database], s: Settings) -> list[Figure]:
 
 
 def commit_rows(work: Path, pg: PgServer, s: Settings) -> list[Figure]:
-    n, runs = planned(s)
+    n, runs = (20, 1) if s.quick else (1_000, 3)
     log(f"[T3] committer, both backends: {runs} passes of {n} approved 4 KiB files (batch 64), alternating")
     rates: dict[str, list[float]] = {b: [] for b in BACKENDS}
     how: set[str] = set()
@@ -294,7 +287,7 @@ def cli_row(backend: str, home: Home, reps: int) -> Figure:
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "gatekeeper"]
     cmd += ["audit", "proposals", "--status", "pending", "--json"]
     env = {**os.environ, ENV_HOME: str(home.path)}
-    env.pop("GATEKEEPER_DATABASE_URL", None)
+    env.pop(ENV_DATABASE_URL, None)  # the home's own database_url file names the database
     name = f"T4. CLI audit proposals --status pending, {backend}"
     times = []
     for _ in range(reps):
@@ -318,7 +311,7 @@ def write_databases(work: Path, pg: PgServer, name: str) -> dict[str, Database]:
 def run(quick: bool, work: Path, s: Settings | None = None) -> list[Figure]:
     """Every T row: bench/run.py's entry (``s`` None: the full or ``--quick`` sizes). Without
     PostgreSQL, one ``skipped`` row that says why."""
-    s = s or (QUICK if quick else FULL)
+    s = s or (QUICK_TEAM if quick else FULL)
     for old in work.glob("team-*"):  # every figure but the reused big database starts empty
         shutil.rmtree(old)
     try:
@@ -342,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds (the test suite's)")
     parser.add_argument("--workdir", type=Path, help="work here (the big SQLite database is reused next time)")
     args = parser.parse_args(argv)
-    s = SMOKE if args.smoke else QUICK if args.quick else FULL
+    s = SMOKE if args.smoke else QUICK_TEAM if args.quick else FULL
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gatekeeper-team-bench-") as tmp:
         work = args.workdir.absolute() if args.workdir else Path(tmp)
