@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from argon2 import PasswordHasher
-from harness import Settings, make_home
+from harness import make_home
 
 from gatekeeper.canonical import format_ts, utc_now
 from gatekeeper.commit import run as commit_run
@@ -67,13 +67,6 @@ HISTORY = {
     "commit_record": ("proposal_id", "outcome", "observed_sha256", "final_path", "detail", "at"),
     "audit_event": ("seq", "at", "kind", "actor", "proposal_id", "payload", "prev_hash", "hash"),
 }  # fmt: skip
-
-
-def planned(s: Settings) -> tuple[int, int]:
-    """(approved files per committer pass, passes per backend) for these sizes."""
-    if s.events <= 5_000:
-        return 20, 1
-    return (100, 1) if s.quick else (1_000, 3)
 
 
 class PgServer:
