@@ -24,10 +24,12 @@ import pytest
 from mcp import Client
 
 from gatekeeper import keys as gk_keys
-from gatekeeper.home import KEYS_DIR, Home
+from gatekeeper.home import Home
 from gatekeeper.signing import DecisionFacts
 from gatekeeper.store import events as ev
 from gatekeeper.store.follow import Changes
+from gatekeeper.store.queries import Reader
+from gatekeeper.store.store import Store
 from gatekeeper.store.target import ENV_DATABASE_URL, PostgresUrl
 from tests.helpers import PROOF, TEST_PASSWORD, add_reviewer, draft, record_commit
 from tests.pg_support import PostgresServer, raw
@@ -63,6 +65,11 @@ async def proxied_on(policy: Path, home: Home) -> AsyncIterator[Client]:
             yield client
 
 
+def open_store(home: Home) -> Store:
+    """The home's store as ``Home.store`` opens it (spelt out, so these tests also run against older code)."""
+    return Store(home.database, keys_dir=home.keys.folder)
+
+
 def decision_facts(conn: Any, proposal_id: str) -> DecisionFacts:
     """A decision as its Ed25519 signature covers it, rebuilt from the rows (a password approval: no assertion)."""
     row = conn.execute(
@@ -76,6 +83,8 @@ def decision_facts(conn: Any, proposal_id: str) -> DecisionFacts:
 
 def test_keys_dir_names_the_folder_keys_uses(home: Home) -> None:
     """``Home.keys_dir`` spells the folder without importing cryptography; it must stay the same one."""
+    from gatekeeper.home import KEYS_DIR
+
     assert KEYS_DIR == gk_keys.KEYS_DIR and home.keys_dir == home.keys.folder
 
 
@@ -91,7 +100,7 @@ async def test_the_proxy_proposes_into_postgres_and_reads_status_from_it(tmp_pat
         pid = summary["proposal_id"]
         status = await proxy.call_tool("gatekeeper_proposal_status", {"proposal_id": pid})
         assert not status.is_error and status.structured_content["status"] == "pending", status.content
-        with home.store() as store:  # decided elsewhere (the review page): the status tool reads it from there
+        with open_store(home) as store:  # decided elsewhere (the review page): the status tool reads it from there
             add_reviewer(store)
             store.decide(
                 pid,
@@ -109,14 +118,14 @@ async def test_the_proxy_proposes_into_postgres_and_reads_status_from_it(tmp_pat
     ]
     kinds = [r[0] for r in raw(home).execute("SELECT kind FROM audit_event ORDER BY seq").fetchall()]
     assert ev.PROPOSAL_CREATED in kinds and ev.DECISION in kinds
-    assert not home.sqlite_file.exists()  # nothing SQLite was made beside it
+    assert not (home.path / "gatekeeper.db").exists()  # nothing SQLite was made beside it
 
 
 @pytest.mark.slow
 def test_review_page_on_postgres_logs_in_decides_signs_and_audit_verifies(home: Home) -> None:
     added = gk("reviewer", "add", "alice", "--password-stdin", stdin=PASSWORD + "\n")
     assert added.returncode == 0 and "Added reviewer alice." in added.stdout, added.stderr
-    with home.store() as store:
+    with open_store(home) as store:
         a = store.propose(draft("notes/a.md", b"A\n"))
         b = store.propose(draft("notes/b.md", b"B\n"))
     with review_server(home) as base:
@@ -143,11 +152,11 @@ def test_review_page_on_postgres_logs_in_decides_signs_and_audit_verifies(home: 
     verified = gk("audit", "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert verified.stdout.startswith("OK: ") and "signed checkpoint(s)" in verified.stdout
-    assert not home.sqlite_file.exists()
+    assert not (home.path / "gatekeeper.db").exists()
 
 
 def test_the_change_signal_moves_when_another_connection_commits_on_postgres(home: Home) -> None:
-    with home.reader() as reader, home.store() as store:
+    with Reader(home.database) as reader, open_store(home) as store:
         changes = Changes(reader, fallback=None)
         assert changes.changed()  # the first look
         assert not changes.changed()
@@ -162,7 +171,7 @@ def committed(tmp_path: Path, home: Home) -> dict[str, Any]:
     workspace = tmp_path / "workspace"
     (workspace / "notes").mkdir(parents=True)
     policy = write_policy(tmp_path)
-    with home.store() as store:
+    with open_store(home) as store:
         add_reviewer(store)
         done = store.propose(replace(draft("notes/done.md", b"done\n"), workspace=str(workspace)))
         store.decide(
@@ -209,7 +218,7 @@ def test_every_cli_command_runs_on_postgres(
     assert "Traceback" not in done.stderr and "SQLite" not in done.stderr, done.stderr
     assert re.search(expect.format(**committed), said, re.MULTILINE), said
     assert done.returncode == (1 if said.startswith("ERR:") else 0)
-    assert not home.sqlite_file.exists()
+    assert not (home.path / "gatekeeper.db").exists()
 
 
 @pytest.fixture
@@ -240,12 +249,12 @@ def test_up_on_a_blank_postgres_database_initialises_it_and_runs_the_review_page
 
         with httpx.Client(follow_redirects=False) as client:
             assert client.get(link.group(1)).status_code == 303  # the review child logs in on PostgreSQL
-        with home.store() as store:
+        with open_store(home) as store:
             p = store.propose(replace(draft("notes/from-up.md", b"hi\n"), workspace=str(tmp_path / "workspace")))
         lines.wait_for(f"proposal  {p.id}")  # up's own feed follows PostgreSQL
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    assert not home.sqlite_file.exists()
-    with home.reader() as reader:
+    assert not (home.path / "gatekeeper.db").exists()
+    with Reader(home.database) as reader:
         assert [r["name"] for r in reader.reviewers()] == ["alice"]
