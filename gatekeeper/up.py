@@ -103,6 +103,9 @@ def supervise(
         stopping["now"] = True
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    env = child_env(home)  # the children open the very database this process resolved
+    for child in children:
+        child.env = env if child.env is None else child.env
     reader = home.reader()
     feed = Follower(reader)  # from the current head: only what happens while up
     news = _News(feed, say)
@@ -139,6 +142,7 @@ def supervise(
     finally:
         for child in children:
             child.stop()
+        feed.close()
         reader.close()
         for s, handler in previous.items():
             signal.signal(s, handler)

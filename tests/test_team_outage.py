@@ -27,13 +27,14 @@ from gatekeeper.audit.verify import verify_chain
 from gatekeeper.home import Home
 from gatekeeper.store.postgres import CHAIN_LOCK
 from gatekeeper.store.queries import Reader
+from gatekeeper.store.store import Store
 from gatekeeper.store.target import ENV_DATABASE_URL
-from tests.helpers import await_until, make_home
+from tests.helpers import await_until, draft, make_home, wait_until
 from tests.pg_support import Cluster, PostgresUnavailable, install
+from tests.process_support import Lines
 from tests.proxy_support import proxy_params, write_policy
 from tests.requirements import missing
-
-pytestmark = pytest.mark.anyio
+from tests.review_support import PASSWORD, Page, free_port, hashed, review_process, start_up
 
 
 @pytest.fixture
@@ -82,6 +83,7 @@ def note(title: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.anyio
 @pytest.mark.timeout(300)
 async def test_a_proposal_survives_a_killed_server_and_a_server_that_stays_down_is_a_clear_error(
     tmp_path: Path, cluster: Cluster, team_home: Home
@@ -138,3 +140,48 @@ async def test_a_proposal_survives_a_killed_server_and_a_server_that_stays_down_
         report = verify_chain(reader)
     assert report.ok, report.problem
     assert "Traceback" not in (team_home.path / "proxy-stderr.log").read_text()
+
+
+@pytest.mark.slow
+def test_the_review_page_says_plainly_while_postgres_is_down_and_recovers(cluster: Cluster, team_home: Home) -> None:
+    with Store(team_home.database, keys_dir=team_home.keys.folder) as store:
+        store.add_reviewer("alice", hashed())
+        p = store.propose(draft("notes/a.md", b"A\n"))
+    with review_process(team_home) as (base, _proc):
+        page = Page(base)
+        assert page.login().status_code == 303
+        assert p.id in page.client.get("/").text
+        cluster.stop()
+        down = page.client.get("/")
+        assert down.status_code == 503, down.text[:500]
+        assert "cannot reach its database" in down.text and "Reload in a minute" in down.text
+        api = page.client.get("/api/proposals")
+        assert api.status_code == 503 and "cannot reach its database" in api.json()["error"]
+        cluster.start()
+        # The same session, nothing lost but time. The store's pooled writer connection is found dead on
+        # its first use after the restart (one more 503), then replaced: reloading is what the page says.
+        back = wait_until(lambda: (r := page.client.get("/")).status_code == 200 and r, 20, "the page to answer")
+        assert p.id in back.text
+    assert "Traceback" not in (team_home.path / "review.log").read_text()
+
+
+@pytest.mark.slow
+def test_up_says_once_when_postgres_goes_away_and_carries_on(tmp_path: Path, cluster: Cluster, team_home: Home) -> None:
+    policy = write_policy(tmp_path)
+    proc = start_up(team_home.path, free_port(), policy, PASSWORD)
+    lines = Lines(proc)
+    try:
+        lines.wait_for("Committing into")
+        cluster.stop()
+        lines.wait_for("lost the database: ")
+        cluster.start()
+        lines.wait_for("the database answers again")
+        with Store(team_home.database, keys_dir=team_home.keys.folder) as store:
+            p = store.propose(draft("notes/after.md", b"after\n"))
+        lines.wait_for(f"proposal  {p.id}")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    said = [line.split(":")[0] for line in lines.seen if line.startswith(("lost the database", "the database answers"))]
+    assert said[:2] == ["lost the database", "the database answers again"], "\n".join(lines.seen)
+    assert said == said[:2] * (len(said) // 2), said  # each outage said once, with its end (a stop may flap)

@@ -31,13 +31,14 @@ from gatekeeper.store.follow import Changes
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 from gatekeeper.store.target import ENV_DATABASE_URL, PostgresUrl
-from tests.helpers import PROOF, TEST_PASSWORD, add_reviewer, draft, record_commit
+from tests.helpers import PROOF, TEST_PASSWORD, add_reviewer, draft, record_commit, wait_until
 from tests.pg_support import PostgresServer, raw
 from tests.process_support import Lines
 from tests.proxy_support import REPO, proxy_params, write_policy
 from tests.review_support import PASSWORD, Page, free_port, review_server, start_up
 
 SIGNED = "SELECT key_id, signature FROM decision WHERE proposal_id = ?"
+LISTEN = "LISTEN gatekeeper_change"
 
 
 @pytest.fixture
@@ -155,14 +156,34 @@ def test_review_page_on_postgres_logs_in_decides_signs_and_audit_verifies(home: 
     assert not (home.path / "gatekeeper.db").exists()
 
 
-def test_the_change_signal_moves_when_another_connection_commits_on_postgres(home: Home) -> None:
+def listening(home: Home) -> int:
+    """Sessions of this database LISTENing for the change signal (their last statement)."""
+    sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = ?"
+    return int(raw(home).execute(sql, (LISTEN,)).fetchone()[0])
+
+
+def test_the_change_signal_listens_on_postgres_and_polls_while_the_listener_is_lost(home: Home) -> None:
     with Reader(home.database) as reader, open_store(home) as store:
         changes = Changes(reader, fallback=None)
+        assert listening(home) == 1  # a LISTEN connection, not a query every look
         assert changes.changed()  # the first look
         assert not changes.changed()
         store.append_event(ev.INIT, "test")
-        assert changes.changed()
+        wait_until(changes.changed, 10, "the NOTIFY of a committed write")
         assert not changes.changed()
+
+        sql = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query = ?"
+        raw(home).execute(sql, (LISTEN,))  # a restart or a failover, for the listener alone
+        wait_until(lambda: listening(home) == 0, 10, "the listener to be gone")
+        store.append_event(ev.INIT, "test")
+        wait_until(changes.changed, 10, "a change seen without the listener")
+        wait_until(lambda: changes.changed() is not None and listening(home) == 1, 10, "listening again")
+        while changes.changed():  # what happened meanwhile, said once
+            pass
+        store.append_event(ev.INIT, "test")
+        wait_until(changes.changed, 10, "the NOTIFY to the new listener")
+        changes.close()
+        wait_until(lambda: listening(home) == 0, 10, "the listener closed")
 
 
 @pytest.fixture

@@ -238,6 +238,8 @@ def log(ctx: Ctx, kind: str | None, proposal_id: str | None, since: str | None, 
                 sys.stdout.flush()
         except KeyboardInterrupt:
             return
+        finally:
+            follower.close()
 
 
 @audit.command()

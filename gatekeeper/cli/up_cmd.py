@@ -38,7 +38,7 @@ def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str |
     from gatekeeper.policy import load_policy
     from gatekeeper.review.auth import Tokens
     from gatekeeper.store.events import LOGIN_LINK_ISSUED
-    from gatekeeper.up import Child, child_argv, child_env, port_mismatch, review_port, supervise
+    from gatekeeper.up import Child, child_argv, port_mismatch, review_port, supervise
 
     home = ctx.home
     policy = load_policy(policy_file, home=home.path)
@@ -55,13 +55,11 @@ def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str |
             "review page",
             child_argv(home, "review", "--port", str(port), "--policy", str(policy.source)),
             home.log_dir / "review.log",
-            child_env(home),
         ),
         Child(
             "committer",
             child_argv(home, "commit", "--watch", "--policy", str(policy.source)),
             home.log_dir / "commit.log",
-            child_env(home),
         ),
     ]
 

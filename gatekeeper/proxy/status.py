@@ -16,7 +16,7 @@ from gatekeeper.store.follow import Changes
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.target import Database
 
-POLL_SECONDS = 0.05  # how often the change signal is looked at: one PRAGMA, no row read
+POLL_SECONDS = 0.05  # how often the change signal is looked at: one PRAGMA (PostgreSQL: its socket), no row read
 
 FINAL = {"committed", "rejected", "conflict", "refused", "failed", "expired"}
 
@@ -128,8 +128,9 @@ async def wait_for_outcome(
     start = anyio.current_time()
     next_tick = 0.0
     reader = await anyio.to_thread.run_sync(Reader, database)
+    look: _Look | None = None
     try:
-        look = _Look(reader, proposal_id)
+        look = await anyio.to_thread.run_sync(_Look, reader, proposal_id)  # PostgreSQL: connects to LISTEN
         while True:
             state = await anyio.to_thread.run_sync(look.state)
             if state is None:
@@ -145,6 +146,8 @@ async def wait_for_outcome(
                 next_tick = elapsed + 1.0
             await anyio.sleep(POLL_SECONDS)
     finally:
+        if look is not None:
+            look.changes.close()
         reader.close()
 
 

@@ -66,6 +66,7 @@ def as_review_error(request: Request, exc: Exception) -> ReviewError:
 
 
 def install(app: FastAPI) -> None:
-    """Route every error through ``handle_error`` (``Exception``: Starlette's last resort)."""
-    for kind in (ReviewError, StarletteHTTPException, Exception):
+    """Route every error through ``handle_error`` (``Exception``: Starlette's last resort, which
+    answers and then re-raises to the server: a lost database is answered here, as a named kind)."""
+    for kind in (ReviewError, StarletteHTTPException, DatabaseUnreachable, Exception):
         app.add_exception_handler(kind, handle_error)

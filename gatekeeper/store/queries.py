@@ -114,6 +114,8 @@ class Reader:
         snapshot (a read is idempotent), else reported as ``DatabaseUnreachable``."""
         assert self._backend.translate is not None
         text = self._backend.translate(sql)
+        if not self._backend.reusable(self._conn):  # lost on an earlier call while the server was down
+            self._conn = self._backend.connect_reader()
         inside = self._backend.in_transaction(self._conn)  # a snapshot cannot be resumed elsewhere
         try:
             return self._conn.execute(text, params)
