@@ -53,8 +53,8 @@ JSON = click.option("--json", "as_json", is_flag=True, help="One JSON object per
 
 def _reader(ctx: Ctx) -> Reader:
     home = ctx.home.require()
-    check_schema(home.db_path)
-    return Reader(home.db_path)
+    check_schema(home.database)
+    return home.reader()
 
 
 def _event_json(row: Any) -> dict[str, Any]:
@@ -238,6 +238,8 @@ def log(ctx: Ctx, kind: str | None, proposal_id: str | None, since: str | None, 
                 sys.stdout.flush()
         except KeyboardInterrupt:
             return
+        finally:
+            follower.close()
 
 
 @audit.command()
@@ -335,9 +337,8 @@ def _verify_approvals(ctx: Ctx, reader: Reader, policy_file: str | None) -> tupl
 def checkpoint(ctx: Ctx) -> None:
     """Sign the chain head now with the review side's key (the review page does so every 5 minutes)."""
     from gatekeeper.store.checkpoints import append_checkpoint
-    from gatekeeper.store.store import Store
 
-    with Store(ctx.home.require().db_path) as store:
+    with ctx.home.require().store() as store:
         event = append_checkpoint(store, "cli")
     if event is None:
         click.echo("The head is already a signed checkpoint: nothing new to sign.")

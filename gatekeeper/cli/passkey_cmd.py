@@ -32,9 +32,8 @@ def print_enrolment_link(ctx: Ctx, name: str, policy_file: str | None, origin: s
     """Issue a one-time enrolment token for ``name`` (an event) and print its link (at ``origin``:
     `gatekeeper up` knows the port it listens on; else the policy's review_url says)."""
     from gatekeeper.store.passkeys import ENROLMENT_TTL
-    from gatekeeper.store.store import Store
 
-    with Store(ctx.home.require().db_path) as store:
+    with ctx.home.require().store() as store:
         token = store.issue_enrolment(name, actor=ctx.actor)
     hours = int(ENROLMENT_TTL.total_seconds() // 3600)
     click.echo(f"Passkey enrolment link for {name} (works once, for {hours} hours; open it on this machine):")
@@ -57,9 +56,7 @@ def enrol(ctx: Ctx, name: str, policy_file: str | None) -> None:
 @pass_ctx
 def passkeys(ctx: Ctx, name: str, show_all: bool, as_json: bool) -> None:
     """List NAME's passkeys (credential id, label, when added, removed)."""
-    from gatekeeper.store.store import Store
-
-    with Store(ctx.home.require().db_path) as store:
+    with ctx.home.require().store() as store:
         rows = store.passkeys(name, removed=show_all)
     if as_json:
         for p in rows:
@@ -89,8 +86,6 @@ def passkeys(ctx: Ctx, name: str, show_all: bool, as_json: bool) -> None:
 @pass_ctx
 def passkey_remove(ctx: Ctx, name: str, credential: str) -> None:
     """Remove NAME's passkey CREDENTIAL for good (approvals made with it before stay valid)."""
-    from gatekeeper.store.store import Store
-
-    with Store(ctx.home.require().db_path) as store:
+    with ctx.home.require().store() as store:
         store.remove_passkey(name, credential, actor=ctx.actor)
     click.echo(f"Removed passkey {credential} of {name}.")

@@ -77,7 +77,7 @@ def review(
     from gatekeeper.store.version import check_schema
 
     home = ctx.home.require()
-    check_schema(home.db_path)
+    check_schema(home.database)
     scheme = "https" if tls_cert else "http"
     extra = () if _is_loopback(host) else (host,)
     policy = review_policy(ctx, policy_file)
@@ -153,10 +153,9 @@ def login_link(ctx: Ctx, name: str, port: int) -> None:
     from gatekeeper.review.auth import Tokens
     from gatekeeper.store.events import LOGIN_LINK_ISSUED
     from gatekeeper.store.reviews import Reviews
-    from gatekeeper.store.store import Store
 
     home = ctx.home.require()
-    with Store(home.db_path) as store:
+    with home.store() as store:
         reviews = Reviews(store)
         try:
             if reviews.password_hash(name) is None:
@@ -200,12 +199,11 @@ def reviewer_add(ctx: Ctx, name: str, password_stdin: bool, policy_file: str | N
     """Add a reviewer (argon2id password hash; the password is never stored or logged) and print a
     one-time link where they enrol a passkey."""
     from gatekeeper.review.auth import hash_password
-    from gatekeeper.store.store import Store
 
     check_reviewer_name(name)
     home = ctx.home.require()
     hashed = hash_password(read_password(password_stdin))
-    with Store(home.db_path) as store:
+    with home.store() as store:
         store.add_reviewer(name, hashed, actor=ctx.actor)
     click.echo(f"Added reviewer {name}.")
     print_enrolment_link(ctx, name, policy_file)
@@ -216,9 +214,7 @@ def reviewer_add(ctx: Ctx, name: str, password_stdin: bool, policy_file: str | N
 @pass_ctx
 def reviewer_list(ctx: Ctx, as_json: bool) -> None:
     """List reviewers and whether each is enabled."""
-    from gatekeeper.store.queries import Reader
-
-    with Reader(ctx.home.require().db_path) as reader:
+    with ctx.home.require().reader() as reader:
         rows = reader.reviewers()
     if as_json:
         for row in rows:
@@ -236,9 +232,8 @@ def reviewer_list(ctx: Ctx, as_json: bool) -> None:
 @pass_ctx
 def reviewer_disable(ctx: Ctx, name: str) -> None:
     """Disable a reviewer for good: their sessions stop working at once."""
-    from gatekeeper.store.store import Store
 
-    with Store(ctx.home.require().db_path) as store:
+    with ctx.home.require().store() as store:
         store.disable_reviewer(name, actor=ctx.actor)
     click.echo(f"Disabled reviewer {name}.")
 
@@ -250,11 +245,10 @@ def reviewer_disable(ctx: Ctx, name: str) -> None:
 def reviewer_passwd(ctx: Ctx, name: str, password_stdin: bool) -> None:
     """Set a reviewer's password; every session opened with the old one ends at once."""
     from gatekeeper.review.auth import hash_password
-    from gatekeeper.store.store import Store
 
     home = ctx.home.require()
     hashed = hash_password(read_password(password_stdin))
-    with Store(home.db_path) as store:
+    with home.store() as store:
         event = store.set_reviewer_password(name, hashed, actor=ctx.actor)
     ended = json.loads(event.payload)["sessions_ended"]
     click.echo(f"Changed the password of {name}; ended {ended} open session{'' if ended == 1 else 's'}.")

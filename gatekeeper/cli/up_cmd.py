@@ -12,6 +12,7 @@ import click
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 from gatekeeper.cli.passkey_cmd import print_enrolment_link
 from gatekeeper.cli.review_cmd import DEFAULT_PORT, check_exposure, check_reviewer_name, read_password
+from gatekeeper.store.target import PostgresUrl
 
 if TYPE_CHECKING:
     from gatekeeper.home import Home
@@ -53,7 +54,6 @@ def up(
     from gatekeeper.policy import load_policy
     from gatekeeper.review.auth import Tokens
     from gatekeeper.store.events import LOGIN_LINK_ISSUED
-    from gatekeeper.store.store import Store
     from gatekeeper.up import port_mismatch, review_port, supervise
 
     home = ctx.home
@@ -82,7 +82,7 @@ def up(
                 break
             except OSError:
                 time.sleep(0.1)
-        with Store(home.db_path) as store:
+        with home.store() as store:
             store.append_event(LOGIN_LINK_ISSUED, ctx.actor, {"reviewer": who, "by": "up"})
         link = f"{origin}/login/link?token={Tokens(home.read_key()).login_link(who)}"
         say(f"Review page: {origin}/")
@@ -125,22 +125,33 @@ def _first_run(ctx: Ctx, reviewer_name: str | None, password_stdin: bool) -> tup
     and whether they were just created (then they get a passkey enrolment link too)."""
     from gatekeeper.home import setup_home
     from gatekeeper.review.auth import hash_password
-    from gatekeeper.store.queries import Reader
-    from gatekeeper.store.store import Store
 
     home = ctx.home
-    if not home.db_path.exists():
+    if _needs_setup(home):
         setup_home(home, ctx.actor, by="up")
-        click.echo(f"Initialised a Gatekeeper home at {home.path}")
+        click.echo(f"Initialised a Gatekeeper home at {home.path} (database {home.database})")
     for name in home.tighten_db_files():
         click.echo(f"Made {home.path / name} private (mode 0600); it was readable by others")
-    with Reader(home.require().db_path) as reader:
+    with home.require().reader() as reader:
         reviewers: list[str] = [r["name"] for r in reader.reviewers() if r["disabled_at"] is None]
     if not reviewers:
         name = check_reviewer_name(reviewer_name or click.prompt("First reviewer's name", default="me"))
         hashed = hash_password(read_password(password_stdin))
-        with Store(home.db_path) as store:
+        with home.store() as store:
             store.add_reviewer(name, hashed, actor=ctx.actor)
         click.echo(f"Added reviewer {name}.")
         return name, True
     return (reviewer_name if reviewer_name is not None and reviewer_name in reviewers else reviewers[0]), False
+
+
+def _needs_setup(home: Home) -> bool:
+    """A first run: no home, no SQLite file, or a PostgreSQL database without Gatekeeper's schema
+    (a team's administrator made it empty). A schema that is merely old is `gatekeeper db upgrade`'s
+    business, not something ``up`` does behind a team's back."""
+    if not home.path.is_dir() or not home.has_database():
+        return True
+    if isinstance(home.database, PostgresUrl):
+        from gatekeeper.store.version import current_revision
+
+        return current_revision(home.database) is None
+    return False

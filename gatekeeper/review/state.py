@@ -44,7 +44,7 @@ class ReviewState:
     @classmethod
     def open(cls, home: Home, *, rules: ApprovalRules = ANY) -> ReviewState:
         ensure_keys(home)  # an older home gets its Ed25519 key on the review page's first start
-        store = Store(home.db_path)
+        store = home.store()
         templates = Jinja2Templates(directory=str(templates_dir()))
         templates.env.filters["marked"] = render.marks  # paths on the page: hidden characters marked
         templates.env.filters["size_change"] = change.queue_size  # the queue's size column
@@ -53,7 +53,7 @@ class ReviewState:
             store=store,
             reviews=Reviews(store),
             tokens=auth.Tokens(home.read_key()),
-            chain=ChainWatch(home.db_path),
+            chain=ChainWatch(home.database),
             refusals=Refusals(store),
             templates=templates,
             rules=rules,
@@ -66,7 +66,7 @@ class ReviewState:
         self.store.close()
 
     def reader(self) -> Reader:
-        return Reader(self.home.db_path)
+        return Reader(self.store.backend.database)  # the store's database, resolved once at start
 
     def session_of(self, request: Request) -> Session | None:
         """The live session the request's cookie names, if any (a bad cookie is "no session")."""

@@ -20,7 +20,7 @@ from gatekeeper.store.decisions import Decisions
 from gatekeeper.store.passkeys import Passkeys
 from gatekeeper.store.pins import ToolPins
 from gatekeeper.store.signed_rows import reviewer_signed
-from gatekeeper.store.tx import Event, Tx
+from gatekeeper.store.tx import RETRY_SECONDS, Event, Tx
 from gatekeeper.store.values import MODES
 
 __all__ = ["Event", "ProposalDraft", "Proposed", "Store", "Tx"]
@@ -76,11 +76,20 @@ class Store(ToolPins, CommitRecords, Decisions, Passkeys):
 
     # -- proposals ---------------------------------------------------------------------------
 
-    def propose(self, draft: ProposalDraft, actor: str = "proxy", *, reverts: str | None = None) -> Proposed:
+    def propose(
+        self,
+        draft: ProposalDraft,
+        actor: str = "proxy",
+        *,
+        reverts: str | None = None,
+        retry_seconds: float = RETRY_SECONDS,
+    ) -> Proposed:
         """Record a proposal, or return the identical one still pending (agents retry).
 
         ``reverts``: the committed proposal this one restores (``gatekeeper revert``); a
         ``revert_proposed`` event naming it follows ``proposal_created`` in the same transaction.
+        ``retry_seconds``: how long to keep reconnecting to a database server that went away (the
+        proxy answers its host sooner than the store's default).
         """
         if draft.encoding not in ("text", "base64"):
             raise InvalidInput(f"unknown encoding {draft.encoding!r}", "use 'text' or 'base64'")
@@ -117,7 +126,7 @@ class Store(ToolPins, CommitRecords, Decisions, Passkeys):
             return Proposed(pid, True, digest, len(draft.content), draft.expires_at)
 
         # Idempotent: a retry after a lost COMMIT finds the proposal pending and returns it.
-        return self.retrying(work)
+        return self.retrying(work, retry_seconds)
 
     # -- reviewers ---------------------------------------------------------------------------
 
