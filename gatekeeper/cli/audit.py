@@ -250,7 +250,10 @@ def log(ctx: Ctx, kind: str | None, proposal_id: str | None, since: str | None, 
 )
 @click.option("--files", is_flag=True, help="Also compare committed files on disk with their approved sha256.")
 @click.option(
-    "--approvals", is_flag=True, help="Also re-verify every stored passkey assertion (origins from the policy)."
+    "--approvals",
+    is_flag=True,
+    help="Also re-verify every approval (decisions and a rule's approval rows): signature, digests and passkey "
+    "assertion (origins from the policy).",
 )
 @click.option(
     "--max-unsigned",
@@ -299,10 +302,11 @@ def verify(
 
 
 def _verify_approvals(ctx: Ctx, reader: Reader, policy_file: str | None) -> tuple[int, list[Any]]:
-    from gatekeeper.audit.verify import verify_approvals
+    from gatekeeper.audit.approvals import verify_approvals
+    from gatekeeper.commit.trust import Trust
     from gatekeeper.policy import load_policy
 
-    return verify_approvals(reader, load_policy(policy_file, home=ctx.home.path))
+    return verify_approvals(reader, load_policy(policy_file, home=ctx.home.path), Trust.of(ctx.home))
 
 
 @audit.command()
