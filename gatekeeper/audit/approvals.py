@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gatekeeper.store.events import COMMIT_INTENT
-from gatekeeper.store.queries import CANDIDATE_SELECT, Reader
+from gatekeeper.store.queries import Reader
+from gatekeeper.store.verifying import approval_rows, approved_decisions
 
 if TYPE_CHECKING:  # the policy (pydantic) and the committer's checks load only for --approvals
     from gatekeeper.commit.checks import Candidate
@@ -25,20 +25,6 @@ if TYPE_CHECKING:  # the policy (pydantic) and the committer's checks load only 
 
 CHUNK = 500  # proposals whose bytes are read at once
 ROW_KIND = "an approval row (one of a rule's approvals: N): "
-
-# An ``approval`` row named as ``CANDIDATE_SELECT`` names a decision, with its proposal's columns.
-APPROVAL_ROWS = (
-    "SELECT p.id, p.created_at, p.server, p.tool, p.workspace, p.path, p.sha256, p.size, "
-    "a.id AS decision_id, 'approved' AS verdict, a.reviewer, a.reason, a.sha256 AS decision_sha256, "
-    "a.path AS decision_path, a.decided_at, a.signature, p.workspace_real, p.mode, p.base_sha256, "
-    "p.base_size, p.client_name, a.mode AS decision_mode, a.base_sha256 AS decision_base_sha256, "
-    "a.method, a.nonce, a.assertion, a.assertion_index, a.assertion_digests, a.key_id, "
-    "k.credential_id AS passkey_credential, k.reviewer AS passkey_reviewer, k.public_key AS passkey_public_key, "
-    "k.label AS passkey_label, k.created_at AS passkey_created_at, k.removed_at AS passkey_removed_at, "
-    "0 AS has_intent FROM approval a JOIN proposal p ON p.id = a.proposal_id "
-    "LEFT JOIN passkey k ON a.assertion IS NOT NULL AND k.credential_id = json_extract(a.assertion, '$.credential_id') "
-    "ORDER BY a.id"
-)
 
 
 @dataclass(frozen=True)
@@ -50,9 +36,8 @@ class ApprovalProblem:
 
 def verify_approvals(reader: Reader, policy: Policy, trust: Trust) -> tuple[int, list[ApprovalProblem]]:
     """Every approved decision, then every approval row: (how many were checked, the problems)."""
-    decisions = reader.dicts(f"{CANDIDATE_SELECT} WHERE d.verdict = 'approved' ORDER BY d.id", (COMMIT_INTENT,))
     checked, problems = 0, []
-    for row_kind, rows in ((None, decisions), (ROW_KIND, reader.dicts(APPROVAL_ROWS))):
+    for row_kind, rows in ((None, approved_decisions(reader)), (ROW_KIND, approval_rows(reader))):
         for c, content in _with_contents(reader, rows):
             checked += 1
             problem = _problem(c, content, policy, trust, approval_row=row_kind is not None)

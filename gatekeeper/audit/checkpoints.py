@@ -26,6 +26,7 @@ from gatekeeper import signing
 from gatekeeper.canonical import now_ts
 from gatekeeper.store.events import CHECKPOINT
 from gatekeeper.store.queries import Reader
+from gatekeeper.store.verifying import event_at, uncovered
 
 if TYPE_CHECKING:
     from gatekeeper.keys import KeyRing
@@ -86,8 +87,8 @@ def check_seen(reader: Reader, report: CheckpointReport, seen_path: Path) -> Non
     except (ValueError, KeyError, TypeError):
         report.gaps.append(f"{seen_path} is not what `audit verify` writes; delete it to start trusting anew")
         return
-    row = reader.first("SELECT kind, hash FROM audit_event WHERE seq = ?", (seq,))
-    if row is not None and row[0] == CHECKPOINT and row[1] == digest:
+    row = event_at(reader, seq)
+    if row == (CHECKPOINT, digest):
         return
     found = "no event" if row is None else f"a {row[0]} event with hash {row[1]}"
     report.gaps.append(
@@ -99,15 +100,12 @@ def check_seen(reader: Reader, report: CheckpointReport, seen_path: Path) -> Non
 
 def check_unsigned(reader: Reader, report: CheckpointReport, older_than: str, max_age: str) -> None:
     """Every event (but checkpoints) before ``older_than`` (a timestamp) is covered by a valid checkpoint."""
-    row = reader.first(
-        "SELECT min(seq), count(*) FROM audit_event WHERE seq > ? AND kind != ? AND at < ?",
-        (report.last_seq or 0, CHECKPOINT, older_than),
-    )
-    if row is None or not row[1]:
+    first, count = uncovered(reader, report.last_seq or 0, older_than)
+    if not count:
         return
     covered = "no valid signed checkpoint" if report.last_seq is None else f"the newest covers seq {report.last_seq}"
     report.gaps.append(
-        f"{row[1]} event(s) older than {max_age}, from seq {row[0]} on, are covered by no signed checkpoint "
+        f"{count} event(s) older than {max_age}, from seq {first} on, are covered by no signed checkpoint "
         f"({covered}): checkpoints were deleted, or the review page has not run to sign them "
         "(run `gatekeeper audit checkpoint` on the review side, or allow more with --max-unsigned)"
     )
@@ -117,10 +115,10 @@ def remember(reader: Reader, report: CheckpointReport, seen_path: Path) -> None:
     """After a verify that passed: keep the newest valid checkpoint for next time (0600, replaced atomically)."""
     if report.last_event is None:
         return
-    row = reader.first("SELECT hash FROM audit_event WHERE seq = ?", (report.last_event,))
+    row = event_at(reader, report.last_event)
     if row is None:
         return
-    text = json.dumps({"seq": report.last_event, "hash": row[0], "covers": report.last_seq, "verified_at": now_ts()})
+    text = json.dumps({"seq": report.last_event, "hash": row[1], "covers": report.last_seq, "verified_at": now_ts()})
     tmp = seen_path.with_name(f".{SEEN_NAME}.new")
     tmp.unlink(missing_ok=True)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)

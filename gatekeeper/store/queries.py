@@ -334,7 +334,7 @@ class Reader:
         return high, rows
 
     def dicts(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-        """Rows of a caller's own read query as dicts by column name (``audit verify --approvals``)."""
+        """Rows of a store module's own query as dicts by column name (``store/verifying.py``)."""
         cur = self._q(sql, params)
         names = [c[0] for c in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur]
