@@ -5,14 +5,17 @@ disabling, removing a passkey) is on the chain, so log-in and approval refuse it
 
 from __future__ import annotations
 
+import json
+import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from gatekeeper.approval import ApprovalRefused
+from gatekeeper.canonical import now_ts
 from gatekeeper.errors import Conflict
-from gatekeeper.home import Home
+from gatekeeper.home import Home, ensure_keys
 from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import Store
 from tests.helpers import TEST_HASH, TEST_PASSWORD, draft
@@ -144,3 +147,32 @@ def test_the_latest_rows_still_log_in_and_approve(home: Home) -> None:
     with review_app(home) as site:
         assert Page(site).login("alice", TEST_PASSWORD).status_code == 303
     assert refusals(home) == [] and len(decisions(home)) == 1
+
+
+def test_a_row_from_before_the_keys_is_signed_once_with_its_own_event_and_logs_in(home: Home) -> None:
+    """An older home: a reviewer row without a signature, its reviewer_added event without one either.
+    The first key signs it as it is (trust on first use) with a reviewer_row_signed event, so the
+    row is signed for its latest change and logs in."""
+    shutil.rmtree(home.keys.folder)
+    with sqlite3.connect(home.db_path) as conn:
+        conn.execute(
+            "INSERT INTO reviewer (name, password_hash, created_at) VALUES ('alice', ?, ?)", (hashed(), now_ts())
+        )
+    conn.close()
+    with Store(home.db_path) as store:
+        store.append_event("reviewer_added", "cli", {"reviewer": "alice"})
+    assert ensure_keys(home)
+    ((payload,),) = saved_rows(home, "SELECT payload FROM audit_event WHERE kind = 'reviewer_row_signed'")
+    assert json.loads(payload)["reviewer"] == "alice" and json.loads(payload)["key_id"] in home.keys.public_ids()
+    with review_app(home) as site:
+        assert Page(site).login("alice", PASSWORD).status_code == 303
+    assert refusals(home) == []
+    assert not ensure_keys(home)  # once: the keys exist now
+
+
+def saved_rows(home: Home, sql: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(home.db_path)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()

@@ -16,7 +16,7 @@ the store loads when it signs or verifies, never when the proxy opens it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from gatekeeper import signing
@@ -63,33 +63,33 @@ def passkey_signed(
     return {"key_id": signer.key_id, "signature": signer.sign(message)}
 
 
-def change_seqs(first: First, kinds: tuple[str, ...], field: str, value: str) -> list[int]:
-    """The seqs of the events that changed this row, newest first (usually a handful)."""
+def change_seqs(first: First, kinds: tuple[str, ...], field: str, value: str) -> Iterator[int]:
+    """The seqs of the events that changed this row, newest first, one indexed query each (on the
+    kind index): a row that holds needs only the first; the older ones only explain a refusal."""
     marks = ", ".join("?" * len(kinds))
     sql = (
         f"SELECT seq FROM audit_event WHERE kind IN ({marks}) AND json_extract(payload, '$.{field}') = ? "
         "AND seq < ? ORDER BY seq DESC LIMIT 1"
     )
-    seqs: list[int] = []
     below = 1 << 62
     while (row := first(sql, (*kinds, value, below))) is not None:
         below = int(row[0])
-        seqs.append(below)
-    return seqs
+        yield below
 
 
-def _problem(seqs: list[int], verifies: Callable[[int], bool], what: str) -> str | None:
-    if not seqs:
+def _problem(seqs: Iterator[int], verifies: Callable[[int], bool], what: str) -> str | None:
+    latest = next(seqs, None)
+    if latest is None:
         return f"no audit event records the {what} row: it was written outside Gatekeeper"
-    if verifies(seqs[0]):
+    if verifies(latest):
         return None
-    older = next((s for s in seqs[1:] if verifies(s)), None)
+    older = next((s for s in seqs if verifies(s)), None)
     if older is not None:
         return (
-            f"the {what} row is the one signed at seq {older}, but it was changed since (seq {seqs[0]}): "
+            f"the {what} row is the one signed at seq {older}, but it was changed since (seq {latest}): "
             "an older row was put back in the database"
         )
-    return f"the {what} row is not signed by the review key for its latest change (seq {seqs[0]})"
+    return f"the {what} row is not signed by the review key for its latest change (seq {latest})"
 
 
 def reviewer_problem(first: First, keyring: KeyRing, row: tuple[Any, ...] | None) -> str | None:
