@@ -6,6 +6,7 @@ its newest checkpoint; ``--max-unsigned AGE`` needs every event older than AGE c
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -103,3 +104,13 @@ def test_max_unsigned_names_the_events_after_the_newest_checkpoint(home: Home) -
     assert f"from seq {checkpoint_seq + 1} on" in result.output and later.id  # the proposal after it
     bad = gk(home, "audit", "verify", "--max-unsigned", "soon")
     assert bad.exit_code == 2 and "neither a duration" in bad.output
+
+
+def test_a_home_where_the_checkpoint_cannot_be_kept_still_verifies_with_a_warning(home: Home) -> None:
+    history(home)
+    assert gk(home, "audit", "checkpoint").exit_code == 0
+    (home.path / f".checkpoint-seen.{os.getpid()}").mkdir()  # where the file is written first
+    result = CliRunner().invoke(cli, ["--home", str(home.path), "audit", "verify"])
+    assert result.exit_code == 0, result.output
+    assert "WARNING: could not keep the newest checkpoint" in result.stderr
+    assert "Traceback" not in result.output and not (home.path / "checkpoint-seen").exists()

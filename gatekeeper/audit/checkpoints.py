@@ -16,6 +16,7 @@ close that, both about what is *missing*:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -84,6 +85,9 @@ def check_seen(reader: Reader, report: CheckpointReport, seen_path: Path) -> Non
         seq, digest = int(seen["seq"]), str(seen["hash"])
     except FileNotFoundError:
         return
+    except OSError as exc:
+        report.gaps.append(f"cannot read {seen_path} ({exc.strerror}), the checkpoint verified here before")
+        return
     except (ValueError, KeyError, TypeError):
         report.gaps.append(f"{seen_path} is not what `audit verify` writes; delete it to start trusting anew")
         return
@@ -111,17 +115,24 @@ def check_unsigned(reader: Reader, report: CheckpointReport, older_than: str, ma
     )
 
 
-def remember(reader: Reader, report: CheckpointReport, seen_path: Path) -> None:
-    """After a verify that passed: keep the newest valid checkpoint for next time (0600, replaced atomically)."""
+def remember(reader: Reader, report: CheckpointReport, seen_path: Path) -> str | None:
+    """After a verify that passed: keep the newest valid checkpoint for next time (0600, replaced
+    atomically). Returns why it could not be kept (a read-only home), else None."""
     if report.last_event is None:
-        return
+        return None
     row = event_at(reader, report.last_event)
     if row is None:
-        return
+        return None
     text = json.dumps({"seq": report.last_event, "hash": row[1], "covers": report.last_seq, "verified_at": now_ts()})
-    tmp = seen_path.with_name(f".{SEEN_NAME}.new")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text + "\n")
-    os.replace(tmp, seen_path)
+    tmp = seen_path.with_name(f".{SEEN_NAME}.{os.getpid()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text + "\n")
+        os.replace(tmp, seen_path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        why = f"could not keep the newest checkpoint in {seen_path} ({exc.strerror})"
+        return f"{why}: the next verify here cannot tell whether it is gone"
+    return None

@@ -294,8 +294,9 @@ def verify(
             Checked(*verify_files(reader)) if files else None,
             Checked(*_verify_approvals(ctx, reader, policy_file)) if approvals else None,
         )
-        if result.ok:
-            marked.remember(reader, marks, seen)
+        kept = marked.remember(reader, marks, seen) if result.ok else None
+    if kept is not None:
+        click.echo(f"WARNING: {kept}", err=True)
     emit(result, as_json)
     if not result.ok:
         raise SystemExit(1)
