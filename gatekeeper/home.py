@@ -298,3 +298,21 @@ def ensure_keys(home: Home) -> bool:
         with store.transaction() as tx:
             sign_unsigned(tx, signer)
     return True
+
+
+def make_verify_only(home: Home, exported: str) -> list[str]:
+    """Before ``setup_home``: a home for a committer's or an auditor's machine, holding only the
+    review side's public keys (``keys export-public`` there). ``setup_home`` then makes no private
+    key, so this machine can commit and verify but never approve, and the review page will not
+    start here. Returns the key ids imported now."""
+    from gatekeeper.keys import parse_public
+
+    parse_public(exported)  # a bad text is refused before the home is made
+    keys = home.keys
+    if keys.has_private():
+        raise GatekeeperError(
+            f"{home.path} already holds a private signing key ({keys.private_path}): it is a review side",
+            "make the verify-only home elsewhere (--home); `gatekeeper keys import-public` adds public keys here",
+        )
+    home.create()
+    return keys.import_public(exported)

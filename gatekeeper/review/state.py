@@ -14,6 +14,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from gatekeeper.errors import GatekeeperError
 from gatekeeper.home import Home, ensure_keys
 from gatekeeper.resources import templates_dir
 from gatekeeper.review import auth, change, cookies, render
@@ -44,6 +45,12 @@ class ReviewState:
     @classmethod
     def open(cls, home: Home, *, rules: ApprovalRules = ANY) -> ReviewState:
         ensure_keys(home)  # an older home gets its Ed25519 key on the review page's first start
+        if not home.keys.has_private():
+            raise GatekeeperError(
+                f"{home.path} holds public keys only (a verify-only home, `gatekeeper init --public-keys`): "
+                "it can commit and verify, but not approve, so the review page does not start here",
+                "run `gatekeeper review` on the machine that holds the private key (the review side)",
+            )
         store = home.store()
         templates = Jinja2Templates(directory=str(templates_dir()))
         templates.env.filters["marked"] = render.marks  # paths on the page: hidden characters marked

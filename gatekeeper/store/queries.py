@@ -332,14 +332,9 @@ class Reader:
             self._q("COMMIT")
         return high, rows
 
-    def passkey_approvals(self) -> list[dict[str, Any]]:
-        """Every approval that carries (or claims) a passkey assertion, committed or not, as
-        ``commit_queue`` rows: ``audit verify --approvals`` checks each again."""
-        cur = self._q(
-            f"{CANDIDATE_SELECT} WHERE d.verdict = 'approved' AND (d.assertion IS NOT NULL OR d.method = 'passkey') "
-            "ORDER BY d.id",
-            (COMMIT_INTENT,),
-        )
+    def dicts(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        """Rows of a store module's own query as dicts by column name (``store/verifying.py``)."""
+        cur = self._q(sql, params)
         names = [c[0] for c in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur]
 
