@@ -52,7 +52,7 @@ demo: $(STAMP)
 demo-check: $(STAMP) browser
 	$(PY) -m gatekeeper.demo.tour --headless
 
-bench: $(STAMP)
+bench: $(STAMP) postgres
 	$(PY) bench/run.py
 
 clean:

@@ -25,8 +25,10 @@ from harness import log, make_home
 from gatekeeper import signing
 from gatekeeper.canonical import format_ts, new_id
 from gatekeeper.home import Home
+from gatekeeper.keys import Signer
 from gatekeeper.store import events as ev
 from gatekeeper.store.chain import GENESIS, event_hash
+from gatekeeper.store.signed_rows import reviewer_signed
 
 US = 1_000_000
 DAY_US = 86_400 * US
@@ -122,7 +124,7 @@ class Bulk:
         )
         c.executemany(
             "INSERT INTO decision (proposal_id, verdict, reviewer, reason, sha256, path, decided_at, "
-            "signature) VALUES (?,?,?,?,?,?,?,?)",
+            "signature, mode, method, key_id) VALUES (?,?,?,?,?,?,?,?,'create',?,?)",
             self.decisions,
         )
         c.executemany(
@@ -168,16 +170,19 @@ def open_fixture(home: Home) -> sqlite3.Connection:
     return conn
 
 
-def write_header(bulk: Bulk, home: Home, t0: int) -> None:
-    """The init event and the reviewers, as ``gatekeeper init`` and ``reviewer add`` leave them."""
+def write_header(bulk: Bulk, home: Home, t0: int, signer: Signer) -> None:
+    """The init event and the reviewers, as ``gatekeeper init`` and ``reviewer add`` leave them
+    (each row signed for the seq of its ``reviewer_added`` event)."""
     init = {"home": str(home.path), "created_home": True, "created_key": True, "created_db": True}
     bulk.event(t0, ev.INIT, "cli", None, {**init, "applied": ["0001"]})
     for k, name in enumerate(REVIEWERS):
+        at, password_hash = ts(t0 + k * US), "$argon2id$bench-placeholder"
+        signed = reviewer_signed(signer, bulk.seq + 1, name, password_hash, at, None)
         bulk.conn.execute(
-            "INSERT INTO reviewer (name, password_hash, created_at) VALUES (?, ?, ?)",
-            (name, "$argon2id$bench-placeholder", ts(t0 + k * US)),
+            "INSERT INTO reviewer (name, password_hash, created_at, key_id, signature) VALUES (?, ?, ?, ?, ?)",
+            (name, password_hash, at, signed["key_id"], signed["signature"]),
         )
-        bulk.event(t0 + k * US, ev.REVIEWER_ADDED, "cli", None, {"reviewer": name})
+        bulk.event(t0 + k * US, ev.REVIEWER_ADDED, "cli", None, {"reviewer": name, **signed})
 
 
 def write_proposal(bulk: Bulk, i: int, t: int) -> tuple[str, str, str, str, str]:
@@ -220,20 +225,30 @@ def filler(bulk: Bulk, at_us: int, last: tuple[str, str, str] | None, rng: rando
         )
 
 
-def decide(bulk: Bulk, at_us: int, info: Info, key: bytes, rng: random.Random) -> None:
-    """A reviewer's signed decision on a proposal: its row and its event."""
+def decide(bulk: Bulk, at_us: int, info: Info, signer: Signer, rng: random.Random) -> None:
+    """A reviewer's decision on a proposal, Ed25519-signed over what the committer acts on as the
+    review page signs it (``store/decisions.record_decision``; an approval by password typed again):
+    its row and its event."""
     pid, path, sha, fate = info
     reviewer = REVIEWERS[rng.randrange(len(REVIEWERS))]
     verdict = "rejected" if fate == REJECTED else "approved"
     reason = "please keep notes under 1 kB" if fate == REJECTED else None
+    method = None if fate == REJECTED else "password"
     at = ts(at_us)
-    message = signing.decision_message(
-        proposal_id=pid, verdict=verdict, reviewer=reviewer, reason=reason, sha256=sha, path=path, decided_at=at
-    )
-    signature = signing.sign(key, message)
-    bulk.decisions.append((pid, verdict, reviewer, reason, sha, path, at, signature))
+    server = path.split("/", 1)[0]  # write_proposal's paths start with their server's name
+    tool = dict(SERVERS)[server]
+    facts = signing.DecisionFacts(
+        proposal_id=pid, server=server, tool=tool, workspace="/srv/workspace", workspace_real=None, path=path,
+        mode="create", base_sha256=None, sha256=sha, verdict=verdict, reviewer=reviewer, reason=reason,
+        decided_at=at, method=method,
+    )  # fmt: skip
+    signature = signer.sign(facts.message(signer.key_id))
+    bulk.decisions.append((pid, verdict, reviewer, reason, sha, path, at, signature, method, signer.key_id))
     payload = {"verdict": verdict, "reviewer": reviewer, "reason": reason, "sha256": sha, "path": path}
-    bulk.event(at_us, ev.DECISION, f"reviewer:{reviewer}", pid, {**payload, "signature": signature})
+    payload |= {"mode": "create", "base_sha256": None} | ({} if method is None else {"method": method})
+    bulk.event(
+        at_us, ev.DECISION, f"reviewer:{reviewer}", pid, {**payload, "key_id": signer.key_id, "signature": signature}
+    )
 
 
 def commit_outcome(bulk: Bulk, at_us: int, info: Info) -> None:
@@ -253,10 +268,12 @@ def commit_outcome(bulk: Bulk, at_us: int, info: Info) -> None:
     )
 
 
-def follow_up(bulk: Bulk, at_us: int, step: int, info: Info, key: bytes, rng: random.Random, heap: list[Entry]) -> None:
+def follow_up(
+    bulk: Bulk, at_us: int, step: int, info: Info, signer: Signer, rng: random.Random, heap: list[Entry]
+) -> None:
     """Step 0: the decision; 1: the commit intent; 2: the commit outcome (with its record)."""
     if step == 0:
-        decide(bulk, at_us, info, key, rng)
+        decide(bulk, at_us, info, signer, rng)
         if info[3] in OUTCOME_NAME:
             heapq.heappush(heap, (at_us + rng.randrange(50_000, 500_000), bulk.seq + 2**40, 1, info))
     elif step == 1:
@@ -272,8 +289,10 @@ class History:
     (retries, denied tools) wait in a heap keyed by time, so that seq order is time order, as in
     a real log."""
 
-    def __init__(self, bulk: Bulk, key: bytes, rng: random.Random, fillers: int, first_us: int, now_us: int) -> None:
-        self.bulk, self.key, self.rng, self.now_us = bulk, key, rng, now_us
+    def __init__(
+        self, bulk: Bulk, signer: Signer, rng: random.Random, fillers: int, first_us: int, now_us: int
+    ) -> None:
+        self.bulk, self.signer, self.rng, self.now_us = bulk, signer, rng, now_us
         self.heap: list[Entry] = [(rng.randrange(first_us, now_us), i, FILLER, None) for i in range(fillers)]
         heapq.heapify(self.heap)
         self.tick = fillers
@@ -286,7 +305,7 @@ class History:
             if step == FILLER:
                 filler(self.bulk, at_us, self.last, self.rng)
             else:
-                follow_up(self.bulk, at_us, step, info, self.key, self.rng, self.heap)
+                follow_up(self.bulk, at_us, step, info, self.signer, self.rng, self.heap)
 
     def propose(self, i: int, t: int, fate: int) -> None:
         """Proposal ``i`` at ``t``, after everything due before it; its decision is scheduled."""
@@ -308,7 +327,7 @@ def build_big_db(path: Path, n_events: int, seed: int = 7) -> BigDb:
     assert ts(int(sample.timestamp()) * US + sample.microsecond) == format_ts(sample)
     rng = random.Random(seed)
     home = make_home(path)
-    key = home.read_key()
+    signer = home.keys.signer()
     now_us = int(time.time() * US) - 60 * US
     created, fates = plan(n_events, now_us, rng)
     header = 1 + len(REVIEWERS)
@@ -317,8 +336,8 @@ def build_big_db(path: Path, n_events: int, seed: int = 7) -> BigDb:
 
     conn = open_fixture(home)
     bulk = Bulk(conn)
-    write_header(bulk, home, created[0] - DAY_US)
-    history = History(bulk, key, rng, fillers, created[0], now_us)
+    write_header(bulk, home, created[0] - DAY_US, signer)
+    history = History(bulk, signer, rng, fillers, created[0], now_us)
     for i, (t, fate) in enumerate(zip(created, fates, strict=True)):
         history.propose(i, t, fate)
     history.drain(now_us + DAY_US)

@@ -28,6 +28,7 @@ import fastpath_bench  # F1-F4
 import http_bench  # H1
 import proxy_bench  # P1-P3
 import review_bench  # R0-R2
+import team_bench  # T1-T4
 import write_bench  # figures 1 and 2
 from harness import FULL, QUICK, Figure, Report, Settings, log, print_table
 
@@ -41,6 +42,8 @@ def run_all(work: Path, s: Settings, report: Report) -> None:
     audit_bench.audit_verify(db, s, report)
     for row in commit_bench.figures(work, quick=s.quick, log=log):
         report.add(Figure(**row))
+    for figure in team_bench.run(s.quick, work):  # after figure 3: T4 copies its database
+        report.add(figure)
     for figure in [*proxy_bench.run(s.quick, work), *review_bench.run(s.quick, work), *change_bench.run(s.quick, work)]:
         report.add(figure)
     for figure in fastpath_bench.run(s.quick, work):

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from gatekeeper.canonical import canonical_bytes, canonical_json, sha256_hex
 from gatekeeper.errors import Conflict
+from gatekeeper.origins import public_origin
 
 PURPOSE = "gatekeeper.approval.v1"
 BATCH_PREFIX = b"gatekeeper.approval.batch.v1"
@@ -102,8 +103,13 @@ class RelyingParty:
 
     @classmethod
     def for_review_url(cls, review_url: str, extra_origins: Sequence[str] = ()) -> RelyingParty:
-        """The review page's origin with host ``localhost`` (its scheme and port kept)."""
+        """The review page's relying party. On this machine (a loopback ``review_url``): rp id
+        ``localhost``, its scheme and port kept. At a public name (a team's page, behind TLS or a
+        proxy): that name, and the URL's origin, so page and committer agree on both."""
         parts = urlsplit(review_url)
+        public = public_origin(review_url)
+        if public is not None and parts.hostname:
+            return cls(parts.hostname, (public, *extra_origins))
         port = f":{parts.port}" if parts.port else ""
         return cls(RP_ID, (f"{parts.scheme}://{RP_ID}{port}", *extra_origins))
 

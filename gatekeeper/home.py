@@ -21,10 +21,13 @@ from gatekeeper.store.target import ENV_DATABASE_URL, Database, PostgresUrl, par
 
 if TYPE_CHECKING:  # cryptography loads only where keys are used, not in the proxy
     from gatekeeper.keys import Keys
+    from gatekeeper.store.queries import Reader
+    from gatekeeper.store.store import Store
 
 ENV_HOME = "GATEKEEPER_HOME"
 DB_NAME = "gatekeeper.db"
 KEY_NAME = "secret.key"
+KEYS_DIR = "keys"  # gatekeeper.keys.KEYS_DIR (kept equal by tests/test_team_runtime.py)
 URL_NAME = "database_url"  # one line in the home: the database, when it is not gatekeeper.db
 KEY_BYTES = 32
 PRIVATE_UMASK = 0o077  # files 0600, folders 0700, whoever creates them
@@ -70,17 +73,23 @@ class Home:
     path: Path
 
     @property
+    def sqlite_file(self) -> Path:
+        """``gatekeeper.db`` in the home: SQLite's own file, for what only a file has (creating it
+        0600, its -wal and -shm, telling whether it exists). The store itself is ``database``."""
+        return self.path / DB_NAME
+
+    @property
     def db_path(self) -> Path:
-        """``gatekeeper.db`` in the home: the SQLite store. Commands not yet moved to ``database``
-        (team mode lands in parts) refuse a PostgreSQL ``database_url`` here, instead of quietly
-        opening a SQLite file beside it."""
+        """``sqlite_file`` for SQLite-only code (tests, tools that open the file itself); a PostgreSQL
+        ``database_url`` is refused here instead of quietly opening a SQLite file beside it. Open the
+        store with ``store()`` / ``reader()`` (or ``database``), never with this."""
         if isinstance(self.database, PostgresUrl):
             raise GatekeeperError(
-                f"this command does not run on PostgreSQL yet (database_url names {self.database}); "
-                "so far `init`, `db status` and `db upgrade` do",
-                f"unset {ENV_DATABASE_URL} (and remove {self.path / URL_NAME}) to use the home's SQLite database",
+                f"this command opened the home's SQLite file, but database_url names PostgreSQL ({self.database})",
+                f"report this as a bug; to use the home's SQLite database meanwhile, unset {ENV_DATABASE_URL} "
+                f"(and remove {self.path / URL_NAME})",
             )
-        return self.path / DB_NAME
+        return self.sqlite_file
 
     @property
     def database(self) -> Database:
@@ -99,11 +108,34 @@ class Home:
         return self.path / KEY_NAME
 
     @property
+    def keys_dir(self) -> Path:
+        """The folder of the Ed25519 keys (``gatekeeper.keys.KEYS_DIR``), named without loading
+        cryptography: the proxy opens its store with it and never signs."""
+        return self.path / KEYS_DIR
+
+    @property
     def keys(self) -> Keys:
         """The Ed25519 keys (``gatekeeper.keys``): a private one on the review side, public ones everywhere."""
-        from gatekeeper.keys import KEYS_DIR, Keys
+        from gatekeeper.keys import Keys
 
-        return Keys(self.path / KEYS_DIR)
+        return Keys(self.keys_dir)
+
+    def has_database(self) -> bool:
+        """Is there a store to open? SQLite: ``gatekeeper.db`` exists. PostgreSQL: a server's
+        database is made by its administrator, so yes (opening it says if it is not there)."""
+        return isinstance(self.database, PostgresUrl) or self.sqlite_file.is_file()
+
+    def store(self, *, check: bool = True) -> Store:
+        """The store for writing, wherever ``database`` says it is, with this home's keys."""
+        from gatekeeper.store.store import Store
+
+        return Store(self.database, check=check, keys_dir=self.keys_dir)
+
+    def reader(self) -> Reader:
+        """A read-only connection to the store, wherever ``database`` says it is."""
+        from gatekeeper.store.queries import Reader
+
+        return Reader(self.database)
 
     @property
     def lock_path(self) -> Path:
@@ -120,9 +152,9 @@ class Home:
                 f"no Gatekeeper home at {self.path}",
                 "run `gatekeeper init` first, or pass --home / set GATEKEEPER_HOME",
             )
-        if not isinstance(self.database, PostgresUrl) and not self.db_path.is_file():
+        if not self.has_database():
             raise HomeMissing(
-                f"no database at {self.db_path}",
+                f"no database at {self.sqlite_file}",
                 "run `gatekeeper init` (or `gatekeeper db upgrade`) to create it",
             )
         return self
@@ -141,7 +173,7 @@ class Home:
         before SQLite opens it keeps all three private whatever the umask.
         """
         try:
-            os.close(os.open(self.db_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+            os.close(os.open(self.sqlite_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
         except FileExistsError:
             return False
         return True
@@ -152,7 +184,7 @@ class Home:
         Homes first made by an older ``gatekeeper up`` have a world-readable database.
         """
         tightened = []
-        for path in (self.db_path, self.path / f"{DB_NAME}-wal", self.path / f"{DB_NAME}-shm"):
+        for path in (self.sqlite_file, self.path / f"{DB_NAME}-wal", self.path / f"{DB_NAME}-shm"):
             try:
                 st = os.lstat(path)
             except FileNotFoundError:
@@ -220,7 +252,6 @@ def setup_home(home: Home, actor: str, by: str) -> SetupResult:
     """
     from gatekeeper.store import events as ev
     from gatekeeper.store import migrate
-    from gatekeeper.store.store import Store
 
     created_home = home.create()
     home.log_dir.mkdir(mode=0o700, exist_ok=True)
@@ -233,7 +264,7 @@ def setup_home(home: Home, actor: str, by: str) -> SetupResult:
     created_keys = ensure_keys(home)
     result = SetupResult(created_home, created_key or created_keys, created_db, tuple(before.pending), tightened)
     if result.changed:
-        with Store(database) as store:
+        with home.store() as store:
             store.append_event(
                 ev.INIT,
                 actor,
@@ -259,12 +290,29 @@ def ensure_keys(home: Home) -> bool:
     """
     from gatekeeper.store import migrate
     from gatekeeper.store.signed_rows import sign_unsigned
-    from gatekeeper.store.store import Store
 
     if not home.keys.ensure(hmac_until=migrate.max_decision_id(home.database)):
         return False
-    with Store(home.database, keys_dir=home.keys.folder) as store:
+    with home.store() as store:
         signer = store.signer()
         with store.transaction() as tx:
             sign_unsigned(tx, signer)
     return True
+
+
+def make_verify_only(home: Home, exported: str) -> list[str]:
+    """Before ``setup_home``: a home for a committer's or an auditor's machine, holding only the
+    review side's public keys (``keys export-public`` there). ``setup_home`` then makes no private
+    key, so this machine can commit and verify but never approve, and the review page will not
+    start here. Returns the key ids imported now."""
+    from gatekeeper.keys import parse_public
+
+    parse_public(exported)  # a bad text is refused before the home is made
+    keys = home.keys
+    if keys.has_private():
+        raise GatekeeperError(
+            f"{home.path} already holds a private signing key ({keys.private_path}): it is a review side",
+            "make the verify-only home elsewhere (--home); `gatekeeper keys import-public` adds public keys here",
+        )
+    home.create()
+    return keys.import_public(exported)

@@ -167,18 +167,7 @@ class Keys:
 
     def import_public(self, text: str) -> list[str]:
         """Add the public keys of an ``export_public`` text; return the ids that were new here."""
-        try:
-            obj = json.loads(text)
-            keys = obj["ed25519"]
-            hmac_until = int(obj.get("hmac_until", 0))
-            pairs = [(str(k), bytes.fromhex(v)) for k, v in keys.items()]
-        except (ValueError, KeyError, TypeError, AttributeError):
-            raise GatekeeperError(
-                "this is not what `gatekeeper keys export-public` prints", "copy its whole output"
-            ) from None
-        for kid, raw in pairs:
-            if len(raw) != 32 or key_id(raw) != kid:
-                raise GatekeeperError(f"the public key {kid!r} does not match its id", "export the keys again")
+        pairs, hmac_until = parse_public(text)
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         known = set(self.public_ids())
         added = [kid for kid, raw in pairs if kid not in known]
@@ -188,6 +177,26 @@ class Keys:
         if not (self.folder / HMAC_UNTIL_NAME).exists():
             _write_new(self.folder / HMAC_UNTIL_NAME, f"{hmac_until}\n".encode())
         return added
+
+
+def parse_public(text: str) -> tuple[list[tuple[str, bytes]], int]:
+    """An ``export_public`` text as (key id, raw public key) pairs and the HMAC bound; a clear error
+    for anything else, before anything is written."""
+    try:
+        obj = json.loads(text)
+        keys = obj["ed25519"]
+        hmac_until = int(obj.get("hmac_until", 0))
+        pairs = [(str(k), bytes.fromhex(v)) for k, v in keys.items()]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise GatekeeperError(
+            "this is not what `gatekeeper keys export-public` prints", "copy its whole output"
+        ) from None
+    for kid, raw in pairs:
+        if len(raw) != 32 or key_id(raw) != kid:
+            raise GatekeeperError(f"the public key {kid!r} does not match its id", "export the keys again")
+    if not pairs:
+        raise GatekeeperError("the exported text holds no public key", "export the keys again on the review side")
+    return pairs, hmac_until
 
 
 def _read_public(path: Path) -> bytes:

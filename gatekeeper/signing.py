@@ -34,8 +34,8 @@ from gatekeeper.canonical import canonical_bytes, sha256_hex
 
 DECISION_PURPOSE = "gatekeeper.decision.v1"
 DECISION_V2 = "gatekeeper.decision.v2"
-REVIEWER_PURPOSE = "gatekeeper.reviewer.v1"
-PASSKEY_PURPOSE = "gatekeeper.passkey.v1"
+REVIEWER_PURPOSE = "gatekeeper.reviewer.v2"  # v2: the seq of the event that records the change
+PASSKEY_PURPOSE = "gatekeeper.passkey.v2"
 CHECKPOINT_PURPOSE = "gatekeeper.checkpoint.v1"
 
 
@@ -64,19 +64,30 @@ class DecisionFacts:
         return canonical_bytes({"purpose": DECISION_V2, "key_id": key_id, **asdict(self)})
 
 
-def reviewer_message(key_id: str, name: str, password_hash: str, created_at: str, disabled_at: str | None) -> bytes:
-    """A reviewer row as signed: who, the password hash, and whether (since when) disabled."""
+def reviewer_message(
+    key_id: str, name: str, password_hash: str, created_at: str, disabled_at: str | None, seq: int
+) -> bytes:
+    """A reviewer row as signed: who, the password hash, whether (since when) disabled, and ``seq``:
+    the audit event that records this change. An older signed row put back no longer matches the
+    reviewer's latest change event, so it is refused (``store/signed_rows.py``)."""
     fields = {"name": name, "password_hash": password_hash, "created_at": created_at, "disabled_at": disabled_at}
-    return canonical_bytes({"purpose": REVIEWER_PURPOSE, "key_id": key_id, **fields})
+    return canonical_bytes({"purpose": REVIEWER_PURPOSE, "key_id": key_id, **fields, "seq": seq})
 
 
 def passkey_message(
-    key_id: str, reviewer: str, credential_id: str, public_key: bytes, created_at: str, removed_at: str | None
+    key_id: str,
+    reviewer: str,
+    credential_id: str,
+    public_key: bytes,
+    created_at: str,
+    removed_at: str | None,
+    seq: int,
 ) -> bytes:
-    """A passkey row as signed (not its sign counter, which moves with every use)."""
-    fields: dict[str, str | None] = {"reviewer": reviewer, "credential_id": credential_id}
+    """A passkey row as signed (not its sign counter, which moves with every use), with the seq of
+    the event that records this change, as for a reviewer row."""
+    fields: dict[str, str | int | None] = {"reviewer": reviewer, "credential_id": credential_id}
     fields["public_key_sha256"] = sha256_hex(public_key)
-    fields |= {"created_at": created_at, "removed_at": removed_at}
+    fields |= {"created_at": created_at, "removed_at": removed_at, "seq": seq}
     return canonical_bytes({"purpose": PASSKEY_PURPOSE, "key_id": key_id, **fields})
 
 

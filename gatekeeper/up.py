@@ -3,6 +3,8 @@
 They stay separate processes (each with its own privileges in the design); this only starts
 them, restarts one that dies (with backoff, and says so), stops both on Ctrl-C, and prints a
 line when a proposal arrives, is decided and is committed, by following the audit log.
+Both children use the database ``up`` resolved (a team's PostgreSQL URL is handed to them in
+``GATEKEEPER_DATABASE_URL``), and a database server that goes away is said once, not a crash.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from urllib.parse import urlsplit
 
 from gatekeeper.home import Home
 from gatekeeper.store import events as ev
+from gatekeeper.store.backends import DatabaseUnreachable
 from gatekeeper.store.follow import Follower
-from gatekeeper.store.queries import Reader
+from gatekeeper.store.target import ENV_DATABASE_URL, PostgresUrl, as_url
 from gatekeeper.store.values import DONE_OUTCOMES
 
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
@@ -32,6 +35,7 @@ class Child:
     name: str
     argv: list[str]
     log_path: Path
+    env: dict[str, str] | None = None  # None: this process's environment
     proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     next_start: float = 0.0
@@ -42,7 +46,9 @@ class Child:
         self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         self.log = os.fdopen(fd, "ab")  # closed in stop()
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+        self.proc = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=self.env
+        )
         self.started_at = time.monotonic()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -97,8 +103,12 @@ def supervise(
         stopping["now"] = True
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    reader = Reader(home.db_path)
+    env = child_env(home)  # the children open the very database this process resolved
+    for child in children:
+        child.env = env if child.env is None else child.env
+    reader = home.reader()
     feed = Follower(reader)  # from the current head: only what happens while up
+    news = _News(feed, say)
     try:
         for child in children:
             child.start()
@@ -125,23 +135,55 @@ def supervise(
                 child.stop()
                 child.proc = None
                 child.next_start = now + delay
-            for row in feed.poll():
-                said = describe(row[2], row[4], json.loads(row[5]))
-                if said:
-                    say(said)
+            news.tell()
             time.sleep(0.2)
         say("stopping…")
         return 0
     finally:
         for child in children:
             child.stop()
+        feed.close()
         reader.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
 
 
+class _News:
+    """The feed's new events, one line each; a database server that went away is said once (and
+    its return), and the feed carries on from where it was."""
+
+    def __init__(self, feed: Follower, say: Callable[[str], None]) -> None:
+        self.feed, self.say, self.lost = feed, say, False
+
+    def tell(self) -> None:
+        try:
+            rows = self.feed.poll()
+        except DatabaseUnreachable as exc:
+            if not self.lost:
+                self.say(f"lost the database: {exc}; the feed resumes when it answers")
+            self.lost = True
+            return
+        if self.lost:
+            self.say("the database answers again")
+            self.lost = False
+        for row in rows:
+            said = describe(row[2], row[4], json.loads(row[5]))
+            if said:
+                self.say(said)
+
+
 def child_argv(home: Home, *args: str) -> list[str]:
     return [sys.executable, "-m", "gatekeeper", "--home", str(home.path), *args]
+
+
+def child_env(home: Home) -> dict[str, str] | None:
+    """The children's environment: ours, plus the PostgreSQL URL ``up`` resolved (from the
+    environment or the home's ``database_url`` file), so both open the very same database. None
+    (inherit ours) for SQLite."""
+    database = home.database
+    if not isinstance(database, PostgresUrl):
+        return None
+    return {**os.environ, ENV_DATABASE_URL: as_url(database)}
 
 
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")

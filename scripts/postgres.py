@@ -65,8 +65,9 @@ def as_postgres(cmd: list[str]) -> list[str]:
 class Cluster:
     """One throwaway cluster: ``start``, ``url``, ``kill`` (a crash) and ``stop``."""
 
-    def __init__(self, bindir: Path, base: Path | None = None) -> None:
+    def __init__(self, bindir: Path, base: Path | None = None, *, durable: bool = False) -> None:
         self.bindir = bindir
+        self.durable = durable  # fsync on: for benchmarks, whose figures must include the flushes
         self.base = base or Path(tempfile.mkdtemp(prefix="gk-pg-"))
         if os.geteuid() == 0:
             shutil.chown(self.base, "postgres")
@@ -82,8 +83,11 @@ class Cluster:
         """initdb (once) and start; returns when the server accepts connections (``pg_ctl -w``)."""
         if not self.data.exists():
             self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", USER, "--no-sync", "-E", "UTF8")
-        # fsync off: a test kills the server (never the machine), and the OS keeps what was written.
-        options = f"-k {self.base} -p {PORT} -c listen_addresses='' -c fsync=off -c full_page_writes=off"
+        # fsync off for tests: a test kills the server (never the machine), and the OS keeps what was
+        # written. A durable cluster (the benchmarks) keeps PostgreSQL's defaults: fsync, full pages.
+        options = f"-k {self.base} -p {PORT} -c listen_addresses=''"
+        if not self.durable:
+            options += " -c fsync=off -c full_page_writes=off"
         self._run(
             "pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.base / "log"), "-w", "-t", "60", "start"
         )

@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.audit.verify import verify_chain
-from gatekeeper.home import Home
+from gatekeeper.home import URL_NAME, Home
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
+from gatekeeper.store.target import PostgresUrl
+from tests import pg_support
 from tests.helpers import PROOF, add_reviewer, draft, make_home
 
 REPO = Path(__file__).resolve().parent.parent
@@ -96,7 +98,7 @@ class World:
         return self.home.read_key()
 
     def store(self) -> Store:
-        return Store(self.home.db_path)
+        return Store(self.home.database, keys_dir=self.home.keys.folder)
 
     def write_policy(
         self, globs: list[str] | None = None, mode: str | None = None, workspace: Path | None = None
@@ -157,19 +159,24 @@ class World:
     def forge_approval(self, path: str, content: bytes) -> str:
         """A proposal 'approved' by a decision row that Gatekeeper's review never signed."""
         pid = self.propose(path, content, verdict=None)
-        with sqlite3.connect(self.home.db_path) as conn:
+        conn = pg_support.connect_now(self.home.database)
+        try:
             sha = conn.execute("SELECT sha256 FROM proposal WHERE id = ?", (pid,)).fetchone()[0]
             conn.execute(
                 "INSERT INTO decision (proposal_id, verdict, reviewer, reason, sha256, path, decided_at, signature) "
                 "VALUES (?, 'approved', 'alice', NULL, ?, ?, '2026-01-01T00:00:00.000000Z', ?)",
                 (pid, sha, path, "0" * 64),
             )
+            conn.commit()
+        finally:
+            conn.close()
         return pid
 
     def db_rows(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        conn = sqlite3.connect(f"file:{self.home.db_path}?mode=ro", uri=True, timeout=30)
+        db = self.home.database
+        conn = pg_support.connect_now(db) if isinstance(db, PostgresUrl) else _sqlite_ro(db)
         try:
-            return conn.execute(sql, params).fetchall()
+            return [tuple(row) for row in conn.execute(sql, params).fetchall()]
         finally:
             conn.close()
 
@@ -178,15 +185,29 @@ class World:
         return rows[0] if rows else None
 
 
+def _sqlite_ro(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+
+
 _MIGRATE = threading.Lock()  # Alembic's `op` and context are process-global: one migration at a time
 
 
-def make_world(root: Path) -> World:
+def make_world(root: Path, database: PostgresUrl | None = None, *, keys_from: Home | None = None) -> World:
+    """A world on SQLite (``gatekeeper.db`` in its home), or on ``database`` (the home's
+    ``database_url`` names it). ``keys_from``: a second machine on the same database, holding only
+    the public keys of that home (which decides); the reviewer exists already."""
     root.mkdir(parents=True, exist_ok=True)
+    home_path = root / "home"
+    if database is not None:
+        home_path.mkdir(mode=0o700)
+        (home_path / URL_NAME).write_text(database.url + "\n")
+    if keys_from is not None:
+        Home(home_path).keys.import_public(keys_from.keys.export_public())
     with _MIGRATE:
-        home = make_home(root / "home")
-    with Store(home.db_path) as s:
-        add_reviewer(s)
+        home = make_home(home_path)
+    if keys_from is None:
+        with Store(home.database, keys_dir=home.keys.folder) as s:
+            add_reviewer(s)
     world = World(root, home, root / "workspace", root / "outside", root / "policy.yaml")
     world.workspace.mkdir()
     world.outside.mkdir()
@@ -419,10 +440,12 @@ def change_of(mode: str, base: bytes, rng: Any) -> bytes:
     return rng.randbytes(rng.choice([0, 1, 100, 4096, 70_000]))
 
 
-def build_scenario(root: Path, rng: Any, *, fresh: int = 8, late: int = 6) -> Scenario:
+def build_scenario(
+    root: Path, rng: Any, *, fresh: int = 8, late: int = 6, database: PostgresUrl | None = None
+) -> Scenario:
     """Approved proposals of every kind (new files, nested folders, identical and different files
     already there, symlinks, a file where a folder goes, refusals), plus pending and rejected ones."""
-    w = make_world(root)
+    w = make_world(root, database)
     sc = Scenario(w)
     ws, out = w.workspace, w.outside
     (ws / "notes").mkdir()
@@ -611,7 +634,7 @@ def check(sc: Scenario, *, final: bool) -> list[str]:
         if records.get(pid) or kinds[(pid, "commit_intent")] or kinds[(pid, "commit_outcome")]:
             problems.append(f"{path}: unapproved proposal was touched by the committer")
     problems += _check_disk(sc)
-    with Reader(w.home.db_path) as reader:
+    with Reader(w.home.database) as reader:
         chain = verify_chain(reader)
     if not chain.ok:
         problems.append(f"audit chain broken: {chain.problem}")

@@ -107,6 +107,11 @@ class RawPostgres:
         self._conn.close()
 
 
+def connect_now(db: Database) -> Any:
+    """A plain DB-API connection that the caller closes (``connect`` closes at the test's end)."""
+    return RawPostgres(db) if isinstance(db, PostgresUrl) else sqlite3.connect(db)
+
+
 def connect(db: Database) -> Any:
     """A plain DB-API connection, as an attacker with the database would have, closed when the test ends."""
     conn: Any = RawPostgres(db) if isinstance(db, PostgresUrl) else sqlite3.connect(db)

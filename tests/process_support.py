@@ -1,7 +1,11 @@
-"""Which processes a test started are still alive, read from /proc (Linux)."""
+"""Which processes a test started are still alive, read from /proc (Linux), and what one prints."""
 
 from __future__ import annotations
 
+import queue
+import re
+import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -35,3 +39,28 @@ def wait_gone(pids: set[int], timeout: float) -> float:
         assert time.monotonic() - start < timeout, f"still alive after {timeout} s: {sorted(survivors)}"
         time.sleep(0.02)
     return time.monotonic() - start
+
+
+class Lines:
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.q: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, args=(proc,), daemon=True).start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        with proc.stdout:  # closed by its reader at end of file, like helpers.line_queue
+            for line in proc.stdout:
+                self.q.put(line.rstrip())
+
+    def wait_for(self, pattern: str, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.q.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            self.seen.append(line)
+            if re.search(pattern, line):
+                return line
+        raise AssertionError(f"no line matching {pattern!r}; saw:\n" + "\n".join(self.seen))

@@ -227,8 +227,11 @@ def test_the_page_shows_who_approved_and_a_second_reviewer_completes_it(world: W
             assert page.login(name, TEST_PASSWORD).status_code == 303
         alice, carol, bob = pages["alice"], pages["carol"], pages["bob"]
         assert "2 of 2" not in alice.client.get(f"/proposals/{pid}").text
+        queued = f'id="approvals-{pid}" title="approvals so far, of those its rule needs">'
+        assert f"{queued}0 of 2</span>" in alice.client.get("/").text
         done = alice.approve(pid, sha, "notes/page.md", alice.csrf(pid), password=TEST_PASSWORD)
         assert done.status_code == 303, done.text
+        assert f"{queued}1 of 2</span>" in bob.client.get("/").text  # the queue says it too
         shown = bob.client.get(f"/proposals/{pid}").text
         assert re.search(r'id="approvals">Approvals: <strong>1 of 2</strong>, by alice; 1 more needed', shown), shown
         assert 'id="status">pending' in shown

@@ -197,6 +197,12 @@ def test_blank_database_has_exactly_the_expected_schema(home: Home) -> None:
         assert conn.execute(
             "SELECT data_type FROM information_schema.columns WHERE table_name = 'proposal' AND column_name = 'content'"
         ).fetchone() == ("bytea",)
+        # 0010: the tables the proposal listings read get no parallel plans (tests/test_postgres_plans.py)
+        options = conn.execute(
+            "SELECT c.relname, c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'public' AND c.reloptions IS NOT NULL"
+        ).fetchall()
+        assert dict(options) == {t: ["parallel_workers=0"] for t in ("proposal", "decision", "commit_record")}
         return
     assert _names(conn, "table") == set(EXPECTED_COLUMNS)
     assert _names(conn, "index") == EXPECTED_INDEXES

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-import queue
 import re
 import signal
 import subprocess
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -20,33 +18,9 @@ from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import Store
 from gatekeeper.up import port_mismatch, review_port
 from tests.helpers import draft
+from tests.process_support import Lines
 from tests.proxy_support import write_policy
 from tests.review_support import PASSWORD, free_port, start_up
-
-
-class Lines:
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        self.q: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._read, args=(proc,), daemon=True).start()
-
-    def _read(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        with proc.stdout:  # closed by its reader at end of file, like helpers.line_queue
-            for line in proc.stdout:
-                self.q.put(line.rstrip())
-
-    def wait_for(self, pattern: str, timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.q.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            self.seen.append(line)
-            if re.search(pattern, line):
-                return line
-        raise AssertionError(f"no line matching {pattern!r}; saw:\n" + "\n".join(self.seen))
 
 
 def children_of(pid: int) -> list[int]:

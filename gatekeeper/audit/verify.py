@@ -15,13 +15,9 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gatekeeper.store.chain import GENESIS, ChainProblem, ChainReport, EventRow, batched, verify_rows
 from gatekeeper.store.queries import Reader
-
-if TYPE_CHECKING:  # the policy (pydantic) loads only for --approvals
-    from gatekeeper.policy import Policy
 
 _HASH = re.compile(r"[0-9a-f]{64}")
 
@@ -164,28 +160,4 @@ def verify_files(reader: Reader) -> tuple[int, list[FileProblem]]:
             continue
         if actual != sha256:
             problems.append(FileProblem(proposal_id, str(path), "changed"))
-    return checked, problems
-
-
-@dataclass(frozen=True)
-class ApprovalProblem:
-    proposal_id: str
-    reviewer: str
-    problem: str  # why the stored passkey assertion does not verify
-
-
-def verify_approvals(reader: Reader, policy: Policy) -> tuple[int, list[ApprovalProblem]]:
-    """Every approval that carries (or claims) a passkey assertion, checked again as the committer
-    does: signature, challenge = the decision's digest, origin and rp id (the policy's review_url),
-    flags, the deciding reviewer's passkey and not removed before the decision."""
-    from gatekeeper.commit.checks import Candidate, Refusal, check_proof
-
-    checked, problems = 0, []
-    for row in reader.passkey_approvals():
-        c = Candidate.from_row(row)
-        checked += 1
-        try:
-            check_proof(c, policy)
-        except Refusal as exc:
-            problems.append(ApprovalProblem(c.id, c.reviewer, str(exc)))
     return checked, problems

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import IO
+
 import click
 
 from gatekeeper.cli.context import Ctx, pass_ctx
@@ -11,15 +13,23 @@ from gatekeeper.store import events as ev
 
 
 @click.command()
+@click.option(
+    "--public-keys",
+    type=click.File("r"),
+    metavar="FILE",
+    help="A verify-only home (a committer's or auditor's machine): import the public keys `gatekeeper keys "
+    "export-public` printed on the review side (- for stdin) and make no private key.",
+)
 @pass_ctx
-def init(ctx: Ctx) -> None:
+def init(ctx: Ctx, public_keys: IO[str] | None) -> None:
     """Create the home (0700), the migrated database and secret.key (0600).
 
     Safe to run again: it creates only what is missing.
     """
-    from gatekeeper.home import setup_home
+    from gatekeeper.home import make_verify_only, setup_home
 
     home = ctx.home
+    imported = None if public_keys is None else make_verify_only(home, public_keys.read())
     result = setup_home(home, ctx.actor, by="init")
     for name in result.tightened:
         click.echo(f"Made {home.path / name} private (mode 0600); it was readable by others")
@@ -29,7 +39,14 @@ def init(ctx: Ctx) -> None:
         click.echo(f"Gatekeeper home at {home.path} is already initialised; nothing to do")
     click.echo(f"  database   {home.database}")
     click.echo(f"  secret key  {home.key_path} (mode 0600; keep it out of backups you share)")
-    click.echo(f"  decision key {home.keys.private_path} (Ed25519, mode 0600; only the review side needs it)")
+    if home.keys.has_private():
+        click.echo(f"  decision key {home.keys.private_path} (Ed25519, mode 0600; only the review side needs it)")
+    else:
+        new = f", {len(imported)} imported now" if imported is not None else ""
+        click.echo(
+            f"  public keys {home.keys.folder} ({len(home.keys.public_ids())}{new}; no private key: this machine "
+            "commits and verifies, it never approves)"
+        )
 
 
 @click.group()

@@ -10,11 +10,12 @@ from typing import Any
 
 import click
 
-from gatekeeper.audit.checkpoints import CheckpointReport, verify_checkpoints
+from gatekeeper.audit import checkpoints as marked
 from gatekeeper.audit.verify import SavedHead, parse_head
 from gatekeeper.canonical import parse_since
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json, kv, table
+from gatekeeper.cli.verify_report import Checked, VerifyResult, emit
 from gatekeeper.errors import InvalidInput, NotFound
 from gatekeeper.store.follow import Follower
 from gatekeeper.store.queries import STATUSES, Reader, event_dict
@@ -53,8 +54,8 @@ JSON = click.option("--json", "as_json", is_flag=True, help="One JSON object per
 
 def _reader(ctx: Ctx) -> Reader:
     home = ctx.home.require()
-    check_schema(home.db_path)
-    return Reader(home.db_path)
+    check_schema(home.database)
+    return home.reader()
 
 
 def _event_json(row: Any) -> dict[str, Any]:
@@ -238,6 +239,8 @@ def log(ctx: Ctx, kind: str | None, proposal_id: str | None, since: str | None, 
                 sys.stdout.flush()
         except KeyboardInterrupt:
             return
+        finally:
+            follower.close()
 
 
 @audit.command()
@@ -249,7 +252,16 @@ def log(ctx: Ctx, kind: str | None, proposal_id: str | None, since: str | None, 
 )
 @click.option("--files", is_flag=True, help="Also compare committed files on disk with their approved sha256.")
 @click.option(
-    "--approvals", is_flag=True, help="Also re-verify every stored passkey assertion (origins from the policy)."
+    "--approvals",
+    is_flag=True,
+    help="Also re-verify every approval (decisions and a rule's approval rows): signature, digests and passkey "
+    "assertion (origins from the policy).",
+)
+@click.option(
+    "--max-unsigned",
+    envvar="GATEKEEPER_MAX_UNSIGNED",
+    metavar="AGE",
+    help="Also fail when an event older than AGE (15m, 1h, 1d) is covered by no signed checkpoint.",
 )
 @POLICY
 @JSON
@@ -259,75 +271,45 @@ def verify(
     expect_head: SavedHead | None,
     files: bool,
     approvals: bool,
+    max_unsigned: str | None,
     policy_file: str | None,
     as_json: bool,
 ) -> None:
-    """Recompute the hash chain. Exit 0 when intact; exit 1 naming the first bad seq."""
+    """Recompute the hash chain and check the signed checkpoints. Exit 0 when intact; exit 1 naming
+    the first bad seq.
+
+    The newest checkpoint verified here is remembered (`checkpoint-seen` in the home): if it is gone
+    from the log next time, that fails too."""
     from gatekeeper.audit.verify import verify_chain, verify_files
 
+    seen = ctx.home.path / marked.SEEN_NAME
     with _reader(ctx) as reader:
         report = verify_chain(reader, expect_head)
-        marks = verify_checkpoints(reader, ctx.home.keys.keyring())
-        checked, problems = verify_files(reader) if files else (0, [])
-        signed, bad = _verify_approvals(ctx, reader, policy_file) if approvals else (0, [])
-    ok = report.ok and marks.ok and not problems and not bad
-    if as_json:
-        out: dict[str, Any] = {
-            "ok": ok,
-            "events": report.count,
-            "head_seq": report.head_seq,
-            "head_hash": report.head_hash,
-        }
-        out |= {"checkpoints": marks.checked, "checkpoint_covers_seq": marks.last_seq}
-        out["checkpoint_problems"] = [{"seq": seq, "reason": why} for seq, why in marks.problems]
-        if expect_head is not None:
-            out["expected_head"] = str(expect_head)
-        if report.problem:
-            out["bad_seq"], out["reason"] = report.problem.seq, report.problem.reason
-        if files:
-            out["files_checked"] = checked
-            out["file_problems"] = [p.__dict__ for p in problems]
-        if approvals:
-            out["approvals_checked"] = signed
-            out["approval_problems"] = [p.__dict__ for p in bad]
-        emit_json(out)
-    else:
-        if report.problem and report.problem.saved_head:
-            click.echo(f"FAILED at seq {report.problem.seq}: {report.problem.reason}")
-            click.echo(f"  the chain itself verifies: {report.count} event(s), head seq {report.head_seq}")
-        elif report.problem:
-            click.echo(f"FAILED at seq {report.problem.seq}: {report.problem.reason}")
-            click.echo(f"  {report.count} event(s) verified before it; last good seq {report.head_seq}")
-        else:
-            click.echo(f"OK: {report.count} events, head seq {report.head_seq} hash {report.head_hash}")
-        _echo_checkpoints(marks)
-        if files:
-            for p in problems:
-                click.echo(f"FILE {p.problem}: {p.path} (proposal {p.proposal_id})")
-            click.echo(
-                f"{'OK' if not problems else 'FAILED'}: {checked} committed file(s) checked, {len(problems)} problem(s)"
-            )
-        if approvals:
-            for a in bad:
-                click.echo(f"APPROVAL of proposal {a.proposal_id} by {a.reviewer}: {a.problem}")
-            click.echo(f"{'OK' if not bad else 'FAILED'}: {signed} passkey approval(s) checked, {len(bad)} problem(s)")
-    if not ok:
+        marks = marked.verify_checkpoints(reader, ctx.home.keys.keyring())
+        marked.check_seen(reader, marks, seen)
+        if max_unsigned is not None:
+            marked.check_unsigned(reader, marks, Since().convert(max_unsigned, None, None), max_unsigned)
+        result = VerifyResult(
+            report,
+            marks,
+            None if expect_head is None else str(expect_head),
+            Checked(*verify_files(reader)) if files else None,
+            Checked(*_verify_approvals(ctx, reader, policy_file)) if approvals else None,
+        )
+        kept = marked.remember(reader, marks, seen) if result.ok else None
+    if kept is not None:
+        click.echo(f"WARNING: {kept}", err=True)
+    emit(result, as_json)
+    if not result.ok:
         raise SystemExit(1)
 
 
-def _echo_checkpoints(marks: CheckpointReport) -> None:
-    for seq, why in marks.problems:
-        click.echo(f"CHECKPOINT at seq {seq} FAILED: {why}")
-    if marks.checked:
-        covers = f", the latest covers seq {marks.last_seq}" if marks.last_seq is not None else ""
-        click.echo(f"{'OK' if marks.ok else 'FAILED'}: {marks.checked} signed checkpoint(s){covers}")
-
-
 def _verify_approvals(ctx: Ctx, reader: Reader, policy_file: str | None) -> tuple[int, list[Any]]:
-    from gatekeeper.audit.verify import verify_approvals
+    from gatekeeper.audit.approvals import verify_approvals
+    from gatekeeper.commit.trust import Trust
     from gatekeeper.policy import load_policy
 
-    return verify_approvals(reader, load_policy(policy_file, home=ctx.home.path))
+    return verify_approvals(reader, load_policy(policy_file, home=ctx.home.path), Trust.of(ctx.home))
 
 
 @audit.command()
@@ -335,9 +317,8 @@ def _verify_approvals(ctx: Ctx, reader: Reader, policy_file: str | None) -> tupl
 def checkpoint(ctx: Ctx) -> None:
     """Sign the chain head now with the review side's key (the review page does so every 5 minutes)."""
     from gatekeeper.store.checkpoints import append_checkpoint
-    from gatekeeper.store.store import Store
 
-    with Store(ctx.home.require().db_path) as store:
+    with ctx.home.require().store() as store:
         event = append_checkpoint(store, "cli")
     if event is None:
         click.echo("The head is already a signed checkpoint: nothing new to sign.")

@@ -3,7 +3,6 @@ to existing files only over their approved base)."""
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 import threading
 from collections import Counter
@@ -42,9 +41,19 @@ def _line(r: Any) -> str:
     show_default=True,
     help="Proposals per database transaction (intents, then outcomes).",
 )
+@click.option(
+    "--server",
+    "servers",
+    multiple=True,
+    metavar="NAME",
+    help="Commit only this server's approvals (repeatable; default: every server). One committer per "
+    "machine for the servers whose workspaces it holds.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per outcome (then a summary with --once).")
 @pass_ctx
-def commit(ctx: Ctx, once: bool, watch: bool, policy_file: str | None, batch: int, as_json: bool) -> None:
+def commit(
+    ctx: Ctx, once: bool, watch: bool, policy_file: str | None, batch: int, servers: tuple[str, ...], as_json: bool
+) -> None:
     """Write the approved proposals into their workspaces, exactly once.
 
     Each approval is checked again first (its signature with secret.key, its sha256 against the
@@ -55,9 +64,11 @@ def commit(ctx: Ctx, once: bool, watch: bool, policy_file: str | None, batch: in
     partly written file. Every outcome (created, applied, deleted, conflict, refused, failed) is
     recorded with an audit event; the agent sees it through gatekeeper_proposal_status.
 
-    One committer runs at a time (a lock in the home). Exit status: 0 when every waiting
-    approval got its outcome (conflicts and refusals included), 1 when a commit failed or some
-    had to wait, 2 for a bad policy or usage, 3 when another committer holds the lock.
+    One committer per server runs at a time (locks in the home); with a PostgreSQL store,
+    committers on several machines each claim an approval before acting on it, so none is done
+    twice. Exit status: 0 when every waiting approval got its outcome (conflicts and refusals
+    included) or another committer is on it, 1 when a commit failed or some had to wait, 2 for a
+    bad policy or usage, 3 when another committer holds the lock.
     """
     if once and watch:
         raise click.UsageError("pass --once or --watch, not both")
@@ -70,35 +81,43 @@ def commit(ctx: Ctx, once: bool, watch: bool, policy_file: str | None, batch: in
         click.echo(f"warning: test-only switches are set ({', '.join(switches.active)}); unset them", err=True)
 
     def show(r: Any) -> None:
-        if as_json:
-            emit_json(r.as_dict())
-        else:
-            click.echo(_line(r))
+        emit_json(r.as_dict()) if as_json else click.echo(_line(r))
 
     stop = threading.Event()
+    database = ctx.home.database
+    errors: tuple[type[BaseException], ...] = (*run.database_errors(database), OSError)
     try:
         with run.session(
-            ctx.home, policy_file, batch=batch, switches=switches, on_result=show, should_stop=stop.is_set
-        ) as (committer, reader):
+            ctx.home, policy_file, batch=batch, switches=switches, on_result=show, should_stop=stop.is_set,
+            servers=servers,
+        ) as (committer, reader):  # fmt: skip
             if watch:
                 stop_on_signals(stop)
-                click.echo(f"Watching {ctx.home.db_path} for approvals (Ctrl-C stops)", err=True)
+                which = f" of {', '.join(sorted(committer.servers))}" if committer.servers else ""
+                click.echo(f"Watching {database} for approvals{which} (Ctrl-C stops)", err=True)
                 watch_loop(committer, reader, stop, lambda m: click.echo(f"commit: {m}", err=True))
                 click.echo("Stopped.", err=True)
                 return
             report = committer.run_pass()
-    except (sqlite3.Error, OSError) as exc:  # not a domain error: still one line, never a traceback
+    except errors as exc:  # not a domain error: one line, never a traceback
         raise GatekeeperError(f"the committer stopped: {exc}", "fix the cause and run it again") from None
+    _summary(report, as_json)
+
+
+def _summary(report: Any, as_json: bool) -> None:
+    """After ``--once``: why some wait, the counts, and the exit status (1: failed or left waiting)."""
     for message in report.waiting:
         click.echo(f"waiting: {message}", err=True)
     counts = Counter(r.outcome for r in report.results if r.recorded)
+    others = len(report.elsewhere - report.finished)  # claimed by another committer (PostgreSQL)
     if as_json:
         emit_json({"summary": {k: counts.get(k, 0) for k in OUTCOME_ORDER} | {"waiting": report.unfinished}})
-    elif not report.results and not report.unfinished:
+    elif not report.results and not report.unfinished and not others:
         click.echo("Nothing to commit: no approved proposal is waiting.")
     else:
         parts = ", ".join(f"{counts.get(k, 0)} {k}" for k in OUTCOME_ORDER)
         waiting = f"; {report.unfinished} still waiting" if report.unfinished else ""
+        waiting += f"; {others} being committed by another committer" if others else ""
         click.echo(f"Done: {parts}{waiting}.")
     if report.stopped:
         click.echo(f"Error: stopped early: {report.stopped}", err=True)

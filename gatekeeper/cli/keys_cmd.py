@@ -41,12 +41,10 @@ def list_keys(ctx: Ctx, as_json: bool) -> None:
 @pass_ctx
 def rotate(ctx: Ctx) -> None:
     """Make a new key pair: new signatures use it; old public keys stay to verify what they signed."""
-    from gatekeeper.store.store import Store
-
     home = ctx.home.require()
     old = home.keys.signer().key_id
     new = home.keys.rotate()
-    with Store(home.db_path) as store:
+    with home.store() as store:
         store.append_event(ev.KEY_ROTATED, ctx.actor, {"old_key_id": old, "key_id": new})
     click.echo(f"New signing key {new}; {old} is kept to verify what it signed.")
     click.echo("Give the committers' machines the new public key: `gatekeeper keys export-public`.")

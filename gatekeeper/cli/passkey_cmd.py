@@ -6,8 +6,6 @@ needs the page's origin: ``localhost``, never an IP address, so the link uses th
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 import click
 
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
@@ -16,7 +14,9 @@ from gatekeeper.errors import PolicyError
 
 
 def review_origin(ctx: Ctx, policy_file: str | None) -> str:
-    """The review page's origin with host ``localhost``, from the policy's review_url (else the default)."""
+    """The origin passkeys are made for, from the policy's review_url (else the default): its own
+    at a team's public name, else the same with host ``localhost``."""
+    from gatekeeper.approval import RelyingParty
     from gatekeeper.policy import load_policy
     from gatekeeper.policy.model import DEFAULT_REVIEW_URL
 
@@ -25,17 +25,15 @@ def review_origin(ctx: Ctx, policy_file: str | None) -> str:
     except PolicyError as exc:
         click.echo(f"note: no policy read ({exc}); the link assumes {DEFAULT_REVIEW_URL}", err=True)
         url = DEFAULT_REVIEW_URL
-    parts = urlsplit(url)
-    return f"{parts.scheme}://localhost" + (f":{parts.port}" if parts.port else "")
+    return RelyingParty.for_review_url(url).origins[0]
 
 
 def print_enrolment_link(ctx: Ctx, name: str, policy_file: str | None, origin: str | None = None) -> None:
     """Issue a one-time enrolment token for ``name`` (an event) and print its link (at ``origin``:
     `gatekeeper up` knows the port it listens on; else the policy's review_url says)."""
     from gatekeeper.store.passkeys import ENROLMENT_TTL
-    from gatekeeper.store.store import Store
 
-    with Store(ctx.home.require().db_path) as store:
+    with ctx.home.require().store() as store:
         token = store.issue_enrolment(name, actor=ctx.actor)
     hours = int(ENROLMENT_TTL.total_seconds() // 3600)
     click.echo(f"Passkey enrolment link for {name} (works once, for {hours} hours; open it on this machine):")
@@ -58,9 +56,7 @@ def enrol(ctx: Ctx, name: str, policy_file: str | None) -> None:
 @pass_ctx
 def passkeys(ctx: Ctx, name: str, show_all: bool, as_json: bool) -> None:
     """List NAME's passkeys (credential id, label, when added, removed)."""
-    from gatekeeper.store.store import Store
-
-    with Store(ctx.home.require().db_path) as store:
+    with ctx.home.require().store() as store:
         rows = store.passkeys(name, removed=show_all)
     if as_json:
         for p in rows:
@@ -90,8 +86,6 @@ def passkeys(ctx: Ctx, name: str, show_all: bool, as_json: bool) -> None:
 @pass_ctx
 def passkey_remove(ctx: Ctx, name: str, credential: str) -> None:
     """Remove NAME's passkey CREDENTIAL for good (approvals made with it before stay valid)."""
-    from gatekeeper.store.store import Store
-
-    with Store(ctx.home.require().db_path) as store:
+    with ctx.home.require().store() as store:
         store.remove_passkey(name, credential, actor=ctx.actor)
     click.echo(f"Removed passkey {credential} of {name}.")

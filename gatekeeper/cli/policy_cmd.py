@@ -137,13 +137,11 @@ def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool
 
 
 def _tool_changes(ctx: Ctx, accept: bool, as_json: bool) -> None:
-    if not ctx.home.db_path.exists():
+    if not ctx.home.has_database():
         if accept:
             ctx.home.require()
         return
-    from gatekeeper.store.store import Store
-
-    with Store(ctx.home.require().db_path) as store:
+    with ctx.home.require().store() as store:
         changes = store.accept_tool_changes(ctx.actor) if accept else store.pending_tool_changes()
     for change in changes:
         verb = "accepted" if accept else "withheld, changed since pinned"

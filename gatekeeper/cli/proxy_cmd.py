@@ -30,7 +30,7 @@ def proxy(ctx: Ctx, policy_file: str | None, downstream_mode: str) -> None:
     from gatekeeper.proxy import early
 
     # The children first (issue 12): their own start overlaps ours, the imports below.
-    found = launches(policy_file, ctx.home.path) if ctx.home.db_path.is_file() else None
+    found = launches(policy_file, ctx.home.path) if ctx.home.has_database() else None
     if found is not None:
         early.spawn(found, ctx.home.log_dir, downstream_mode)
     try:
@@ -41,7 +41,7 @@ def proxy(ctx: Ctx, policy_file: str | None, downstream_mode: str) -> None:
         pol = load_policy(policy_file, home=ctx.home.path)
         pol.exposed_tools()  # name clashes are a start-up error, not a surprise later
         home = ctx.home.require()
-        check_schema(home.db_path)
+        check_schema(home.database)
         serve_stdio(pol, home, mode=downstream_mode)
     finally:
         early.discard()  # a start-up error leaves no server behind; adopted ones ended with the proxy

@@ -41,14 +41,12 @@ def revert(ctx: Ctx, proposal_id: str, over_changes: bool, policy_file: str | No
     from gatekeeper.policy import load_policy
     from gatekeeper.policy.propose import DEFAULT_EXPIRES_AFTER
     from gatekeeper.revert import plan_revert, revert_draft
-    from gatekeeper.store.queries import Reader
-    from gatekeeper.store.store import Store
     from gatekeeper.store.version import check_schema
 
     home = ctx.home.require()
-    check_schema(home.db_path)
+    check_schema(home.database)
     policy = load_policy(policy_file, home=home.path)
-    with Reader(home.db_path) as reader:
+    with home.reader() as reader:
         detail = reader.proposal(proposal_id)
     if detail is None:
         raise NotFound(f"no proposal {proposal_id}", "`gatekeeper audit proposals --status committed` lists them")
@@ -56,7 +54,7 @@ def revert(ctx: Ctx, proposal_id: str, over_changes: bool, policy_file: str | No
     rule = policy.rule(detail["server"], detail["tool"]) if detail["server"] in policy.servers else None
     expires_after = rule.propose.expires_after if rule and rule.propose else DEFAULT_EXPIRES_AFTER
     draft = revert_draft(detail, plan, policy_digest=policy.digest, expires_after=expires_after)
-    with Store(home.db_path) as store:
+    with home.store() as store:
         proposed = store.propose(draft, ctx.actor, reverts=proposal_id)
     url = f"{policy.review_url}/proposals/{proposed.id}"
     if as_json:

@@ -33,9 +33,20 @@ def _is_loopback(host: str) -> bool:
 @click.group(invoke_without_command=True)
 @click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind. Loopback unless --allow-remote.")
-@click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host (needs --tls-cert and --tls-key).")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="TLS certificate (PEM).")
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="TLS private key (PEM).")
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow a non-loopback --host (needs --tls-cert/--tls-key or --trusted-proxy).",
+)
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="TLS certificate (PEM, with its chain).")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="TLS private key (PEM, mode 0600).")
+@click.option(
+    "--trusted-proxy",
+    "trusted_proxies",
+    multiple=True,
+    metavar="ADDR",
+    help="A reverse proxy (IP or CIDR, repeatable) whose X-Forwarded-Proto/-Host/-For are believed.",
+)
 @POLICY
 @click.pass_context
 def review(
@@ -45,6 +56,7 @@ def review(
     allow_remote: bool,
     tls_cert: str | None,
     tls_key: str | None,
+    trusted_proxies: tuple[str, ...],
     policy_file: str | None,
 ) -> None:
     """Serve the review page, where reviewers approve or reject proposals.
@@ -52,35 +64,28 @@ def review(
     Binds 127.0.0.1 by default and answers at http://localhost:PORT (passkeys need that name) and
     at 127.0.0.1 (password sessions); only to its own Host and Origin. The policy's approve_with
     says whether a password may approve; its reviewers and approvals, who may decide what and how
-    many distinct reviewers must approve.
+    many distinct reviewers must approve. For a team: a public review_url in the policy (with its
+    review: hosts/origins), and TLS here (--tls-cert/--tls-key) or in a --trusted-proxy in front.
     """
     if click_ctx.invoked_subcommand is not None:
         return
     ctx: Ctx = click_ctx.find_object(Ctx)  # type: ignore[assignment]
-    if not _is_loopback(host):
-        if not allow_remote:
-            raise click.UsageError(
-                f"refusing to bind {host}: the review page is for this machine only. "
-                "Use --allow-remote with --tls-cert and --tls-key if you really mean it."
-            )
-        if not (tls_cert and tls_key):
-            raise click.UsageError(
-                "--allow-remote needs --tls-cert and --tls-key: decisions must not cross a network in clear"
-            )
-        click.echo(f"WARNING: serving the review page on {host}:{port} to the network (TLS).", err=True)
+    check_exposure(host, port, allow_remote, tls_cert, tls_key, trusted_proxies)
     import uvicorn
 
     from gatekeeper.review.app import Config, create_app
     from gatekeeper.store.version import check_schema
 
     home = ctx.home.require()
-    check_schema(home.db_path)
+    check_schema(home.database)
     scheme = "https" if tls_cert else "http"
     extra = () if _is_loopback(host) else (host,)
     policy = review_policy(ctx, policy_file)
     approve_with = "any" if policy is None else policy.approve_with
-    app = create_app(Config(home, port, scheme=scheme, extra_hosts=extra, approve_with=approve_with, policy=policy))
-    click.echo(f"Review page: {scheme}://localhost:{port}/  (Ctrl-C stops; approve_with: {approve_with})", err=True)
+    config = Config(home, port, scheme, extra, approve_with, policy, trusted_proxies)
+    app = create_app(config)
+    shown = config.public_origin or f"{scheme}://localhost:{port}"
+    click.echo(f"Review page: {shown}/  (Ctrl-C stops; approve_with: {approve_with})", err=True)
     uvicorn.run(
         app,
         host=host,
@@ -90,7 +95,38 @@ def review(
         ssl_certfile=tls_cert,
         ssl_keyfile=tls_key,
         server_header=False,
+        proxy_headers=False,  # X-Forwarded-*: only from --trusted-proxy, in review/forwarded.py
     )
+
+
+def check_exposure(
+    host: str, port: int, allow_remote: bool, cert: str | None, key: str | None, proxies: tuple[str, ...]
+) -> None:
+    """Refuse, before serving, what would put passwords and passkey log-ins on a network in clear,
+    and TLS files that would not work (a clear error now, not a traceback from uvicorn)."""
+    from gatekeeper.review.forwarded import networks
+    from gatekeeper.review.tls import check_tls
+
+    if bool(cert) != bool(key):
+        raise click.UsageError("--tls-cert and --tls-key go together: give both (the certificate and its key)")
+    networks(proxies)
+    if cert and key:
+        check_tls(cert, key)
+    if _is_loopback(host):
+        return
+    if not allow_remote:
+        raise click.UsageError(
+            f"refusing to bind {host}: the review page is for this machine only. Use --allow-remote "
+            "with --tls-cert and --tls-key (or --trusted-proxy ADDR behind a TLS proxy) if you really mean it."
+        )
+    if not (cert or proxies):
+        raise click.UsageError(
+            f"refusing to bind {host} without TLS: passwords, passkey log-ins and session cookies would "
+            "cross the network in clear. Give --tls-cert and --tls-key, or put a TLS reverse proxy in front "
+            "and name it with --trusted-proxy ADDR."
+        )
+    how = "TLS" if cert else f"behind the proxy {', '.join(proxies)}"
+    click.echo(f"WARNING: serving the review page on {host}:{port} to the network ({how}).", err=True)
 
 
 def review_policy(ctx: Ctx, policy_file: str | None) -> Policy | None:
@@ -117,10 +153,9 @@ def login_link(ctx: Ctx, name: str, port: int) -> None:
     from gatekeeper.review.auth import Tokens
     from gatekeeper.store.events import LOGIN_LINK_ISSUED
     from gatekeeper.store.reviews import Reviews
-    from gatekeeper.store.store import Store
 
     home = ctx.home.require()
-    with Store(home.db_path) as store:
+    with home.store() as store:
         reviews = Reviews(store)
         try:
             if reviews.password_hash(name) is None:
@@ -164,12 +199,11 @@ def reviewer_add(ctx: Ctx, name: str, password_stdin: bool, policy_file: str | N
     """Add a reviewer (argon2id password hash; the password is never stored or logged) and print a
     one-time link where they enrol a passkey."""
     from gatekeeper.review.auth import hash_password
-    from gatekeeper.store.store import Store
 
     check_reviewer_name(name)
     home = ctx.home.require()
     hashed = hash_password(read_password(password_stdin))
-    with Store(home.db_path) as store:
+    with home.store() as store:
         store.add_reviewer(name, hashed, actor=ctx.actor)
     click.echo(f"Added reviewer {name}.")
     print_enrolment_link(ctx, name, policy_file)
@@ -180,9 +214,7 @@ def reviewer_add(ctx: Ctx, name: str, password_stdin: bool, policy_file: str | N
 @pass_ctx
 def reviewer_list(ctx: Ctx, as_json: bool) -> None:
     """List reviewers and whether each is enabled."""
-    from gatekeeper.store.queries import Reader
-
-    with Reader(ctx.home.require().db_path) as reader:
+    with ctx.home.require().reader() as reader:
         rows = reader.reviewers()
     if as_json:
         for row in rows:
@@ -200,9 +232,8 @@ def reviewer_list(ctx: Ctx, as_json: bool) -> None:
 @pass_ctx
 def reviewer_disable(ctx: Ctx, name: str) -> None:
     """Disable a reviewer for good: their sessions stop working at once."""
-    from gatekeeper.store.store import Store
 
-    with Store(ctx.home.require().db_path) as store:
+    with ctx.home.require().store() as store:
         store.disable_reviewer(name, actor=ctx.actor)
     click.echo(f"Disabled reviewer {name}.")
 
@@ -214,11 +245,10 @@ def reviewer_disable(ctx: Ctx, name: str) -> None:
 def reviewer_passwd(ctx: Ctx, name: str, password_stdin: bool) -> None:
     """Set a reviewer's password; every session opened with the old one ends at once."""
     from gatekeeper.review.auth import hash_password
-    from gatekeeper.store.store import Store
 
     home = ctx.home.require()
     hashed = hash_password(read_password(password_stdin))
-    with Store(home.db_path) as store:
+    with home.store() as store:
         event = store.set_reviewer_password(name, hashed, actor=ctx.actor)
     ended = json.loads(event.payload)["sessions_ended"]
     click.echo(f"Changed the password of {name}; ended {ended} open session{'' if ended == 1 else 's'}.")

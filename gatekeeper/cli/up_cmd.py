@@ -5,12 +5,18 @@ from __future__ import annotations
 import socket
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 from gatekeeper.cli.passkey_cmd import print_enrolment_link
-from gatekeeper.cli.review_cmd import DEFAULT_PORT, check_reviewer_name, read_password
+from gatekeeper.cli.review_cmd import DEFAULT_PORT, check_exposure, check_reviewer_name, read_password
+from gatekeeper.store.target import PostgresUrl
+
+if TYPE_CHECKING:
+    from gatekeeper.home import Home
+    from gatekeeper.up import Child
 
 APPROVALS = {"any": "a passkey, or the password typed again", "passkey": "a passkey"}
 
@@ -24,8 +30,20 @@ APPROVALS = {"any": "a passkey, or the password typed again", "passkey": "a pass
 @POLICY
 @click.option("--reviewer", "reviewer_name", help="On first run: the first reviewer's name (else asked).")
 @click.option("--password-stdin", is_flag=True, help="On first run: read the first reviewer's password from stdin.")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="Serve the page over TLS: certificate.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="Serve the page over TLS: key (0600).")
+@click.option("--trusted-proxy", "trusted_proxies", multiple=True, metavar="ADDR", help="As for `gatekeeper review`.")
 @pass_ctx
-def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str | None, password_stdin: bool) -> None:
+def up(
+    ctx: Ctx,
+    port: int | None,
+    policy_file: str | None,
+    reviewer_name: str | None,
+    password_stdin: bool,
+    tls_cert: str | None,
+    tls_key: str | None,
+    trusted_proxies: tuple[str, ...],
+) -> None:
     """Start the review page and the committer (two child processes) and watch them.
 
     Prints the review URL (at localhost: passkeys need that name) and a one-time log-in link (and
@@ -36,8 +54,7 @@ def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str |
     from gatekeeper.policy import load_policy
     from gatekeeper.review.auth import Tokens
     from gatekeeper.store.events import LOGIN_LINK_ISSUED
-    from gatekeeper.store.store import Store
-    from gatekeeper.up import Child, child_argv, port_mismatch, review_port, supervise
+    from gatekeeper.up import port_mismatch, review_port, supervise
 
     home = ctx.home
     policy = load_policy(policy_file, home=home.path)
@@ -47,20 +64,11 @@ def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str |
         port = review_port(policy.review_url) or DEFAULT_PORT
     if mismatch := port_mismatch(policy.review_url, port, str(policy.source)):
         click.echo(f"Warning: {mismatch}", err=True)
+    check_exposure("127.0.0.1", port, False, tls_cert, tls_key, trusted_proxies)  # before a child fails on it
     who, created = _first_run(ctx, reviewer_name, password_stdin)
-
-    children = [
-        Child(
-            "review page",
-            child_argv(home, "review", "--port", str(port), "--policy", str(policy.source)),
-            home.log_dir / "review.log",
-        ),
-        Child(
-            "committer",
-            child_argv(home, "commit", "--watch", "--policy", str(policy.source)),
-            home.log_dir / "commit.log",
-        ),
-    ]
+    served = ["--tls-cert", tls_cert, "--tls-key", tls_key] if tls_cert and tls_key else []
+    children = _children(home, str(policy.source), port, [*served, *as_args("--trusted-proxy", trusted_proxies)])
+    origin = page_origin(policy.review_url, port, tls=bool(tls_cert))
 
     def say(line: str) -> None:
         click.echo(line)
@@ -74,17 +82,42 @@ def up(ctx: Ctx, port: int | None, policy_file: str | None, reviewer_name: str |
                 break
             except OSError:
                 time.sleep(0.1)
-        with Store(home.db_path) as store:
+        with home.store() as store:
             store.append_event(LOGIN_LINK_ISSUED, ctx.actor, {"reviewer": who, "by": "up"})
-        link = f"http://localhost:{port}/login/link?token={Tokens(home.read_key()).login_link(who)}"
-        say(f"Review page: http://localhost:{port}/")
+        link = f"{origin}/login/link?token={Tokens(home.read_key()).login_link(who)}"
+        say(f"Review page: {origin}/")
         say(f"Approvals need {APPROVALS[policy.approve_with]} (the policy's approve_with: {policy.approve_with})")
         say(f"Log in as {who} (one-time link, 10 minutes): {link}")
         if created:
-            print_enrolment_link(ctx, who, str(policy.source), origin=f"http://localhost:{port}")
+            print_enrolment_link(ctx, who, str(policy.source), origin=origin)
         say(f"Committing into the workspaces of {policy.source}. Ctrl-C stops.")
 
     raise SystemExit(supervise(home, children, say=say, ready=ready))
+
+
+def _children(home: Home, policy: str, port: int, served: list[str]) -> list[Child]:
+    """The review page (with its TLS/proxy options) and the committer, as ``supervise`` runs them."""
+    from gatekeeper.up import Child, child_argv
+
+    review = child_argv(home, "review", "--port", str(port), "--policy", policy, *served)
+    commit = child_argv(home, "commit", "--watch", "--policy", policy)
+    logs = home.log_dir
+    return [Child("review page", review, logs / "review.log"), Child("committer", commit, logs / "commit.log")]
+
+
+def as_args(option: str, values: tuple[str, ...]) -> list[str]:
+    """``--option v1 --option v2``: a repeatable option passed on to a child."""
+    return [arg for value in values for arg in (option, value)]
+
+
+def page_origin(review_url: str, port: int, *, tls: bool) -> str:
+    """Where people open the page (log-in and enrolment links): the policy's public review_url,
+    else this port at localhost (the passkeys' name on this machine)."""
+    from gatekeeper.approval import RelyingParty
+    from gatekeeper.origins import public_origin
+
+    local = f"{'https' if tls else 'http'}://localhost:{port}"
+    return RelyingParty.for_review_url(public_origin(review_url) or local).origins[0]
 
 
 def _first_run(ctx: Ctx, reviewer_name: str | None, password_stdin: bool) -> tuple[str, bool]:
@@ -92,22 +125,33 @@ def _first_run(ctx: Ctx, reviewer_name: str | None, password_stdin: bool) -> tup
     and whether they were just created (then they get a passkey enrolment link too)."""
     from gatekeeper.home import setup_home
     from gatekeeper.review.auth import hash_password
-    from gatekeeper.store.queries import Reader
-    from gatekeeper.store.store import Store
 
     home = ctx.home
-    if not home.db_path.exists():
+    if _needs_setup(home):
         setup_home(home, ctx.actor, by="up")
-        click.echo(f"Initialised a Gatekeeper home at {home.path}")
+        click.echo(f"Initialised a Gatekeeper home at {home.path} (database {home.database})")
     for name in home.tighten_db_files():
         click.echo(f"Made {home.path / name} private (mode 0600); it was readable by others")
-    with Reader(home.require().db_path) as reader:
+    with home.require().reader() as reader:
         reviewers: list[str] = [r["name"] for r in reader.reviewers() if r["disabled_at"] is None]
     if not reviewers:
         name = check_reviewer_name(reviewer_name or click.prompt("First reviewer's name", default="me"))
         hashed = hash_password(read_password(password_stdin))
-        with Store(home.db_path) as store:
+        with home.store() as store:
             store.add_reviewer(name, hashed, actor=ctx.actor)
         click.echo(f"Added reviewer {name}.")
         return name, True
     return (reviewer_name if reviewer_name is not None and reviewer_name in reviewers else reviewers[0]), False
+
+
+def _needs_setup(home: Home) -> bool:
+    """A first run: no home, no SQLite file, or a PostgreSQL database without Gatekeeper's schema
+    (a team's administrator made it empty). A schema that is merely old is `gatekeeper db upgrade`'s
+    business, not something ``up`` does behind a team's back."""
+    if not home.path.is_dir() or not home.has_database():
+        return True
+    if isinstance(home.database, PostgresUrl):
+        from gatekeeper.store.version import current_revision
+
+        return current_revision(home.database) is None
+    return False

@@ -24,11 +24,13 @@ from typing import Any
 
 from gatekeeper.commit import details, fsops, swap
 from gatekeeper.commit.checks import Candidate, Plan, Refusal, check_root
+from gatekeeper.commit.policy_source import PolicySource as PolicySource  # where callers import it
 from gatekeeper.commit.quorum import check_all
 from gatekeeper.commit.testing import OFF, Switches
 from gatekeeper.commit.trust import Trust
 from gatekeeper.home import Home
-from gatekeeper.policy import Policy, load_policy
+from gatekeeper.policy import Policy
+from gatekeeper.store.claims import Claims
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 
@@ -70,35 +72,12 @@ class PassReport:
     waiting: list[str] = field(default_factory=list)  # why some approvals were left for a later pass
     stopped: str | None = None
     finished: set[str] = field(default_factory=set)
+    elsewhere: set[str] = field(default_factory=set)  # claimed by another committer (PostgreSQL): theirs
     queued: int = 0
 
     @property
     def unfinished(self) -> int:
-        return self.queued - len(self.finished)
-
-
-class PolicySource:
-    """The policy file, read again whenever it changes on disk, so each pass checks the current one."""
-
-    def __init__(self, policy_file: str | None, home: Path) -> None:
-        self._file, self._home = policy_file, home
-        self._policy: Policy | None = None
-        self._signature: tuple[int, int, int] | None = None
-
-    def current(self) -> Policy:
-        if self._policy is not None:
-            try:
-                st = os.stat(self._policy.source)
-                signature = (st.st_ino, st.st_size, st.st_mtime_ns)
-            except OSError:
-                signature = None
-            if signature is not None and signature == self._signature:
-                return self._policy
-        self._policy = None  # a policy that no longer loads is never used stale
-        policy = load_policy(self._file, home=self._home)
-        st = os.stat(policy.source)
-        self._policy, self._signature = policy, (st.st_ino, st.st_size, st.st_mtime_ns)
-        return policy
+        return self.queued - len(self.finished) - len(self.elsewhere - self.finished)
 
 
 class Committer:
@@ -115,8 +94,12 @@ class Committer:
         actor: str = "committer",
         should_stop: Callable[[], bool] = lambda: False,
         on_result: Callable[[Result], None] | None = None,
+        servers: frozenset[str] | None = None,
+        claims: Claims | None = None,
     ) -> None:
         self.home, self.store, self.reader, self.policy = home, store, reader, policy
+        self.servers = servers  # None: every server's approvals; else only these (``commit --server``)
+        self.claims = claims or Claims(store.db_path)
         self.batch, self.workers, self.sw, self.actor = max(1, batch), max(1, workers), switches, actor
         self.should_stop, self.on_result = should_stop, on_result
         self.floor = 0  # every decision at or below this id has an outcome
@@ -128,12 +111,16 @@ class Committer:
         self._swept.clear()
         high, rows = self.reader.commit_queue(self.floor)
         self.sw.point("after_select")
-        queue = sorted((Candidate.from_row(r) for r in rows), key=lambda c: not c.has_intent)  # stable sort
+        mine = (Candidate.from_row(r) for r in rows if self.servers is None or r["server"] in self.servers)
+        queue = sorted(mine, key=lambda c: not c.has_intent)  # stable sort
         report = PassReport(queued=len(queue))
         for chunk in self._batches(queue):
             if report.stopped or self.should_stop():
                 break
-            self._batch(chunk, policy, trust, report)
+            with self.claims.claim([c.id for c in chunk]) as claimed:
+                report.elsewhere.update(c.id for c in chunk if c.id not in claimed)
+                if claimed:
+                    self._batch([c for c in chunk if c.id in claimed], policy, trust, report)
         still_open = [c.decision_id for c in queue if c.id not in report.finished]
         self.floor = min(still_open) - 1 if still_open else high
         return report

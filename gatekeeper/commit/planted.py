@@ -9,7 +9,6 @@ Each keeps the crash points of the step it replaces, so kills land in the same p
 from __future__ import annotations
 
 import os
-import sqlite3
 from typing import Any
 
 from gatekeeper.canonical import now_ts
@@ -47,7 +46,7 @@ def separate_event(store: Store, records: list[dict[str, Any]], actor: str, sw: 
         try:
             with store.transaction() as tx:
                 tx.insert("commit_record", {"proposal_id": pid, **fields, "at": now_ts()})
-        except sqlite3.IntegrityError:
+        except store.backend.integrity_errors:
             recorded[pid] = False
             continue
         sw.point("outcome_row_written")

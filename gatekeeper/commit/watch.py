@@ -10,14 +10,15 @@ finishes what was interrupted).
 from __future__ import annotations
 
 import signal
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from types import FrameType
 
 from gatekeeper.commit.committer import Committer
+from gatekeeper.commit.run import database_errors
 from gatekeeper.errors import GatekeeperError
+from gatekeeper.store.backends import DatabaseUnreachable
 from gatekeeper.store.follow import Changes
 from gatekeeper.store.queries import Reader
 
@@ -43,26 +44,31 @@ def watch(
     retry: float = RETRY_SECONDS,
 ) -> None:
     changes = Changes(reader, fallback=None)  # a pass with nothing new to do is not worth a timer
+    errors: tuple[type[BaseException], ...] = (GatekeeperError, OSError, *database_errors(committer.store.db_path))
     retry_at: float | None = None
     said: set[str] = set()
+    failing: object = None  # what the last pass failed with: said once while it lasts, not every retry
     while not stop.is_set():
-        changed = changes.changed()
         now = time.monotonic()
-        if changed or (retry_at is not None and now >= retry_at):
-            retry_at = None
-            try:
+        try:  # a lost PostgreSQL connection (DatabaseUnreachable) lands here: retry, reconnecting
+            due = retry_at is not None and now >= retry_at
+            if changes.changed() or due:
+                retry_at = None
                 report = committer.run_pass()
-            except (GatekeeperError, sqlite3.Error, OSError) as exc:
-                message = f"pass failed: {exc}; trying again every {retry:g} s"
-                if message not in said:
-                    log(message)
-                said = {message}
-                retry_at = now + retry
-            else:
+                if failing is not None:
+                    log("the pass worked again; carrying on")
+                    failing, said = None, set()
                 for message in report.waiting:
                     if message not in said:
                         log(message)
                 said = set(report.waiting)
-                if report.stopped or report.unfinished:
-                    retry_at = now + retry
+                if report.stopped or report.unfinished or report.elsewhere - report.finished:
+                    retry_at = now + retry  # another committer's claims: see that they get their outcome
+        except errors as exc:
+            # A server that is down fails in several words (lost, cannot connect): one message for all.
+            key = DatabaseUnreachable if isinstance(exc, DatabaseUnreachable) else str(exc)
+            if key != failing:
+                log(f"pass failed: {exc}; trying again every {retry:g} s")
+            failing = key
+            retry_at = now + retry
         stop.wait(poll)

@@ -32,6 +32,7 @@ from gatekeeper.names import PREFIX, SERVER
 from gatekeeper.policy.messages import describe_value, fail, line_of, locate, suggest
 from gatekeeper.policy.propose import DEFAULT_EXPIRES_AFTER, DEFAULT_MAX_BYTES, Propose, Source
 from gatekeeper.policy.remote import DEFAULT_TIMEOUT, Header, check_network, check_url, header_from_yaml
+from gatekeeper.policy.review_site import ReviewSite
 from gatekeeper.policy.reviewers import ReviewerName, ReviewerScope, check_scopes
 from gatekeeper.policy.scalars import (
     Bytes,
@@ -199,6 +200,7 @@ class Policy(BaseModel):
     defaults: Defaults = Defaults()
     servers: dict[ServerName, Server] = Field(min_length=1)
     reviewers: dict[ReviewerName, ReviewerScope] = Field(default_factory=dict)  # unlisted: may decide all
+    review: ReviewSite = ReviewSite()  # Host names and Origins the review page answers besides its own
 
     _source: Path = PrivateAttr(default_factory=lambda: Path.cwd() / "policy.yaml")
     _display: str = PrivateAttr(default="policy.yaml")

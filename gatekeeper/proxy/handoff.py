@@ -5,7 +5,6 @@ result once: never a loop. What the host answers to the elicitation is never an 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types  # the wire types alone, not the SDK's transports
@@ -13,6 +12,7 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from gatekeeper.proxy.status import wait_for_outcome
+from gatekeeper.store.target import Database
 
 if TYPE_CHECKING:
     from mcp.server import ServerRequestContext  # annotations only: the SDK loads with the server
@@ -27,8 +27,8 @@ MESSAGE = (
 
 
 class HandOff:
-    def __init__(self, key: bytes, db_path: Path) -> None:
-        self.db_path = db_path
+    def __init__(self, key: bytes, database: Database) -> None:
+        self.database = database
         self._states = URLSafeTimedSerializer(key, salt="gatekeeper.proxy.request-state")
 
     @staticmethod
@@ -67,5 +67,5 @@ class HandOff:
 
     async def outcome(self, proposal_id: str) -> dict[str, Any] | None:
         """The final summary if the decision is in (waiting a little for an approved one's commit)."""
-        outcome = await wait_for_outcome(self.db_path, proposal_id, RESUME_WAIT, stop_while_pending=True)
+        outcome = await wait_for_outcome(self.database, proposal_id, RESUME_WAIT, stop_while_pending=True)
         return outcome if outcome is not None and outcome["status"] != "pending" else None

@@ -10,6 +10,7 @@ nowhere. Nothing here writes a workspace file.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,12 +28,17 @@ from gatekeeper.proxy.catalog import Route
 from gatekeeper.proxy.handoff import HandOff
 from gatekeeper.proxy.status import final_result, read_proposal, tool_error, wait_for_outcome
 from gatekeeper.store import events as ev
+from gatekeeper.store.backends import DatabaseUnreachable
 from gatekeeper.store.bounded import bounded
 
 if TYPE_CHECKING:
     from mcp.server import ServerRequestContext  # annotations only: the SDK loads with the server
 
 WAITING_MESSAGE = "waiting for a person to review the proposal"
+# How long a proposing call keeps reconnecting to a database server that went away before the host is
+# told: well inside the 60 s a host commonly waits for a tool call (the store's own default is longer).
+PROPOSE_RETRY_SECONDS = 30.0
+log = logging.getLogger("gatekeeper.proxy")
 
 
 class Proposer:
@@ -40,10 +46,10 @@ class Proposer:
 
     def __init__(self, policy: Policy, home: Home, audit: Audit, session_id: str) -> None:
         self.policy = policy
-        self.db_path = home.db_path
+        self.database = home.database
         self.audit = audit
         self.session_id = session_id
-        self.handoff = HandOff(home.read_key(), home.db_path)
+        self.handoff = HandOff(home.read_key(), self.database)
 
     def review_url(self, pid: str) -> str:
         """Where a person decides on this proposal."""
@@ -76,7 +82,13 @@ class Proposer:
                 },
             )
             return tool_error(f"Not proposed: {exc}")
-        proposed = await self.audit.db(self.audit.store.propose, draft, self.audit.actor)
+        try:
+            proposed = await self.audit.db(
+                self.audit.store.propose, draft, self.audit.actor, retry_seconds=PROPOSE_RETRY_SECONDS
+            )
+        except DatabaseUnreachable as exc:
+            log.warning("could not record a proposal for %s/%s: %s", route.server, route.tool, exc)
+            return unreachable(exc, proposing=True)
         pending = self._pending_result(
             proposed.id,
             draft.path,
@@ -90,7 +102,11 @@ class Proposer:
         )
         if rule.wait_seconds > 0:
             progress = self._progress(ctx, rule.wait_seconds)
-            outcome = await wait_for_outcome(self.db_path, proposed.id, rule.wait_seconds, progress)
+            try:
+                outcome = await wait_for_outcome(self.database, proposed.id, rule.wait_seconds, progress)
+            except DatabaseUnreachable as exc:  # recorded already: the agent follows it with the status tool
+                log.warning("stopped waiting for proposal %s: %s", proposed.id, exc)
+                return pending
             return final_result(outcome) if outcome is not None else pending
         if self.handoff.available(ctx):
             return self.handoff.request(proposed.id, self.review_url(proposed.id))
@@ -191,7 +207,7 @@ class Proposer:
         outcome = await self.handoff.outcome(pid)
         if outcome is not None:
             return final_result(outcome)
-        detail = await read_proposal(self.db_path, pid)
+        detail = await read_proposal(self.database, pid)
         if detail is None:
             return tool_error(f"No proposal {pid}.")
         return self._pending_result(
@@ -205,6 +221,24 @@ class Proposer:
             mode=detail.get("mode") or "create",
             base=None if detail.get("base_sha256") is None else (detail["base_size"], detail["base_sha256"]),
         )
+
+
+def unreachable(exc: DatabaseUnreachable, *, proposing: bool = False) -> types.CallToolResult:
+    """The host's answer when the database server stays away: what happened, and what to do."""
+    what = (
+        "Proposal not confirmed: Gatekeeper's database is unreachable"
+        if proposing
+        else "Gatekeeper could not answer because its database is unreachable"
+    )
+    again = (
+        "Call the tool again in a minute: an identical pending proposal is never recorded twice."
+        if proposing
+        else "Try again in a minute."
+    )
+    return tool_error(
+        f"{what} ({exc.message}). {again} If it keeps failing, ask the person running Gatekeeper to check "
+        "the database server and database_url."
+    )
 
 
 def _what(mode: str, path: str) -> str:

@@ -41,11 +41,11 @@ from gatekeeper.proxy.eras import ChildView
 from gatekeeper.proxy.fastpath import FastPath
 from gatekeeper.proxy.listing import ToolListing
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
-from gatekeeper.proxy.proposing import Proposer
+from gatekeeper.proxy.proposing import Proposer, unreachable
 from gatekeeper.proxy.status import proposal_status, tool_error
 from gatekeeper.store import events as ev
+from gatekeeper.store.backends import DatabaseUnreachable
 from gatekeeper.store.bounded import cut
-from gatekeeper.store.store import Store
 
 log = logging.getLogger("gatekeeper.proxy")
 _HOST_META = "io.modelcontextprotocol/"
@@ -59,7 +59,7 @@ class Proxy:
         self.home = home
         self.session_id = new_id()
         self.actor = f"proxy:{self.session_id}"
-        self.store = Store(home.db_path)
+        self.store = home.store()
         self.audit = Audit(self.store, self.actor)
         self.catalog = Catalog(policy)
         self.bus = InMemorySubscriptionBus()
@@ -305,6 +305,9 @@ class Proxy:
             return await self._call_tool(ctx, params.name, arguments)
         except MCPError:
             raise
+        except DatabaseUnreachable as exc:  # a team's database server went away: say so, no traceback
+            log.warning("tools/call %s: %s", cut(params.name), exc)
+            return unreachable(exc)
         except Exception:
             log.exception("tools/call %s failed", cut(params.name))
             return tool_error(f"Gatekeeper hit an internal error handling {params.name!r}; details are in its log.")
@@ -313,7 +316,7 @@ class Proxy:
         self, ctx: ServerRequestContext[Any], name: str, arguments: Any
     ) -> types.CallToolResult | types.InputRequiredResult:
         if name == RESERVED_TOOL:
-            return await proposal_status(self.home.db_path, arguments)
+            return await proposal_status(self.proposer.database, arguments)
         route = self.catalog.route(name)
         if route is None:
             await self.audit.refused(ev.TOOL_DENIED, {"tool": name, "why": "not allowed or proposed by the policy"})

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -15,8 +14,9 @@ import mcp_types as types  # the wire types alone, not the SDK's transports
 from gatekeeper.canonical import parse_ts, utc_now
 from gatekeeper.store.follow import Changes
 from gatekeeper.store.queries import Reader
+from gatekeeper.store.target import Database
 
-POLL_SECONDS = 0.05  # how often the change signal is looked at: one PRAGMA, no row read
+POLL_SECONDS = 0.05  # how often the change signal is looked at: one PRAGMA (PostgreSQL: its socket), no row read
 
 FINAL = {"committed", "rejected", "conflict", "refused", "failed", "expired"}
 
@@ -25,21 +25,21 @@ def tool_error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
-async def read_proposal(db_path: Path, proposal_id: str) -> dict[str, Any] | None:
+async def read_proposal(database: Database, proposal_id: str) -> dict[str, Any] | None:
     """Everything about one proposal, content and events included (``Reader.proposal``)."""
 
     def read() -> dict[str, Any] | None:
-        with Reader(db_path) as reader:
+        with Reader(database) as reader:
             return reader.proposal(proposal_id)
 
     return await anyio.to_thread.run_sync(read)
 
 
-async def read_state(db_path: Path, proposal_id: str) -> dict[str, Any] | None:
+async def read_state(database: Database, proposal_id: str) -> dict[str, Any] | None:
     """Where one proposal stands (``Reader.proposal_state``: no content, no events)."""
 
     def read() -> dict[str, Any] | None:
-        with Reader(db_path) as reader:
+        with Reader(database) as reader:
             return reader.proposal_state(proposal_id)
 
     return await anyio.to_thread.run_sync(read)
@@ -93,12 +93,12 @@ def words(s: dict[str, Any]) -> str:
     return said
 
 
-async def proposal_status(db_path: Path, arguments: Any) -> types.CallToolResult:
+async def proposal_status(database: Database, arguments: Any) -> types.CallToolResult:
     """gatekeeper_proposal_status: where a proposal stands, in words and as structured data."""
     pid = arguments.get("proposal_id") if isinstance(arguments, dict) else None
     if not isinstance(pid, str) or not pid:
         return tool_error("Pass proposal_id: the id a proposing call returned.")
-    state = await read_state(db_path, pid)
+    state = await read_state(database, pid)
     if state is None:
         return tool_error(f"No proposal {pid!r}. Use the proposal_id from the proposing call's result.")
     s = summary(state)
@@ -115,7 +115,7 @@ def final_result(s: dict[str, Any]) -> types.CallToolResult:
 
 
 async def wait_for_outcome(
-    db_path: Path, proposal_id: str, seconds: float, on_tick: Any = None, *, stop_while_pending: bool = False
+    database: Database, proposal_id: str, seconds: float, on_tick: Any = None, *, stop_while_pending: bool = False
 ) -> dict[str, Any] | None:
     """Wait until the proposal reaches a final state or time runs out; None on time-out.
 
@@ -127,9 +127,10 @@ async def wait_for_outcome(
     """
     start = anyio.current_time()
     next_tick = 0.0
-    reader = await anyio.to_thread.run_sync(Reader, db_path)
+    reader = await anyio.to_thread.run_sync(Reader, database)
+    look: _Look | None = None
     try:
-        look = _Look(reader, proposal_id)
+        look = await anyio.to_thread.run_sync(_Look, reader, proposal_id)  # PostgreSQL: connects to LISTEN
         while True:
             state = await anyio.to_thread.run_sync(look.state)
             if state is None:
@@ -145,6 +146,8 @@ async def wait_for_outcome(
                 next_tick = elapsed + 1.0
             await anyio.sleep(POLL_SECONDS)
     finally:
+        if look is not None:
+            look.changes.close()
         reader.close()
 
 

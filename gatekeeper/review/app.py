@@ -19,9 +19,11 @@ from fastapi.staticfiles import StaticFiles
 
 from gatekeeper.approval import RelyingParty
 from gatekeeper.home import Home
+from gatekeeper.origins import host_of, public_origin
 from gatekeeper.resources import templates_dir
 from gatekeeper.review import errors
 from gatekeeper.review.bodylimit import BodyLimit
+from gatekeeper.review.forwarded import Forwarded, networks
 from gatekeeper.review.guards import Guard
 from gatekeeper.review.routes import api, decisions, enrol, login, pages, signed
 from gatekeeper.review.state import ReviewState
@@ -37,32 +39,49 @@ FLUSH_EVERY = 1.0  # seconds between flushes of the refusal counters
 
 @dataclass
 class Config:
+    """What ``gatekeeper review`` serves: where, over what, and to which names."""
+
     home: Home
     port: int
-    scheme: str = "http"
-    extra_hosts: tuple[str, ...] = ()
+    scheme: str = "http"  # 'https' when uvicorn itself serves TLS (--tls-cert/--tls-key)
+    extra_hosts: tuple[str, ...] = ()  # a non-loopback bind address, answered at this port
     approve_with: str = "any"  # the policy's: 'passkey' refuses password approvals
     policy: Policy | None = None  # reviewers' scopes and rules' approvals (None: no scopes, one approval)
+    trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-* headers are believed (IPs or CIDR)
+
+    @property
+    def public_origin(self) -> str | None:
+        """The policy's ``review_url`` at a public name (a team's page), else None."""
+        return public_origin(self.policy.review_url) if self.policy is not None else None
 
     @property
     def rules(self) -> ApprovalRules:
-        """Passkeys are for rp id ``localhost``: the page's own origin with that host."""
-        rp = RelyingParty.for_review_url(f"{self.scheme}://localhost:{self.port}")
-        return ApprovalRules(rp, self.approve_with, self.policy)
+        """Passkeys are for the public ``review_url`` when there is one (as the committer reads it),
+        else for rp id ``localhost``: the page's own origin with that host."""
+        url = self.public_origin or f"{self.scheme}://localhost:{self.port}"
+        return ApprovalRules(RelyingParty.for_review_url(url), self.approve_with, self.policy)
 
     @property
     def hosts(self) -> set[str]:
-        return {f"127.0.0.1:{self.port}", f"localhost:{self.port}", *(f"{h}:{self.port}" for h in self.extra_hosts)}
+        """Host headers answered: loopback at this port, the bind address, the public name, the policy's."""
+        hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}", *(f"{h}:{self.port}" for h in self.extra_hosts)}
+        if self.public_origin is not None:
+            hosts.add(host_of(self.public_origin))
+        return hosts | set(self.policy.review.hosts if self.policy is not None else ())
 
     @property
     def origins(self) -> set[str]:
-        return {f"{self.scheme}://{h}" for h in self.hosts}
+        """Origins allowed to post besides a request's own: this page's loopback names, the public
+        origin, the policy's ``review.origins``."""
+        local = {f"{self.scheme}://{h}" for h in (f"127.0.0.1:{self.port}", f"localhost:{self.port}")}
+        public = {self.public_origin} if self.public_origin is not None else set()
+        return local | public | set(self.policy.review.origins if self.policy is not None else ())
 
 
-def create_app(config: Config) -> Guard:
-    """The FastAPI app inside its middlewares. Outermost first: Host/Origin, then the body cap,
-    then FastAPI (which parses forms)."""
-    state = ReviewState.open(config.home.require(), secure=config.scheme == "https", rules=config.rules)
+def create_app(config: Config) -> Forwarded:
+    """The FastAPI app inside its middlewares. Outermost first: a trusted proxy's X-Forwarded-*
+    (else dropped), Host/Origin, then the body cap, then FastAPI (which parses forms)."""
+    state = ReviewState.open(config.home.require(), rules=config.rules)
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.review = state
     app.mount("/static", StaticFiles(directory=str(templates_dir() / "static")), name="static")
@@ -70,7 +89,8 @@ def create_app(config: Config) -> Guard:
         app.include_router(module.router)
     errors.install(app)
     limited = BodyLimit(app, on_refuse=state.refuse)
-    return Guard(limited, hosts=config.hosts, origins=config.origins, on_refuse=state.refuse)
+    guarded = Guard(limited, hosts=config.hosts, origins=config.origins, on_refuse=state.refuse)
+    return Forwarded(guarded, networks(config.trusted_proxies))
 
 
 @asynccontextmanager

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gatekeeper.review.state import review_state
+from gatekeeper.store.backends import DatabaseUnreachable
 
 log = logging.getLogger("gatekeeper.review")
 UNEXPECTED = "Something went wrong on the review page; see its log."
@@ -44,7 +45,7 @@ async def handle_error(request: Request, exc: Exception) -> Response:
     if error.people_go_to is not None:
         return RedirectResponse(error.people_go_to, status_code=303)
     state = review_state(request)
-    session = state.session_of(request)
+    session = None if isinstance(exc, DatabaseUnreachable) else state.session_of(request)
     return state.page(request, "error.html", error.status, message=error.message, session=session)
 
 
@@ -53,11 +54,19 @@ def as_review_error(request: Request, exc: Exception) -> ReviewError:
         return exc
     if isinstance(exc, StarletteHTTPException):
         return ReviewError(exc.status_code, str(exc.detail))
+    if isinstance(exc, DatabaseUnreachable):  # a team's database server went away: say so, no traceback
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+        return ReviewError(
+            503,
+            f"The review page cannot reach its database ({exc.message}). Reload in a minute to see where "
+            "things stand; if it keeps failing, ask whoever runs Gatekeeper to check the database server.",
+        )
     log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
     return ReviewError(500, UNEXPECTED)
 
 
 def install(app: FastAPI) -> None:
-    """Route every error through ``handle_error`` (``Exception``: Starlette's last resort)."""
-    for kind in (ReviewError, StarletteHTTPException, Exception):
+    """Route every error through ``handle_error`` (``Exception``: Starlette's last resort, which
+    answers and then re-raises to the server: a lost database is answered here, as a named kind)."""
+    for kind in (ReviewError, StarletteHTTPException, DatabaseUnreachable, Exception):
         app.add_exception_handler(kind, handle_error)

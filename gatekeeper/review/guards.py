@@ -3,9 +3,12 @@
 - ``Host`` must be one of the allowed ``host:port`` values: Starlette's TrustedHostMiddleware
   ignores the port, and another app on ``localhost:OTHER`` would otherwise pass (RFC 6265 §8.5:
   cookies are not isolated by port).
-- Every unsafe request carries an exact ``Origin`` (scheme, host and port).
+- Every unsafe request carries an exact ``Origin`` (scheme, host and port): the request's own
+  (its scheme, its allowed Host) or one the policy's ``review.origins`` names.
 - ``Sec-Fetch-Site: cross-site`` is refused outright.
-- Every response carries the CSP and framing headers from the shared notes.
+- Every response carries the CSP and framing headers from the shared notes, and over https at a
+  name other than loopback, HSTS (on ``localhost`` it would pin every other local app of the
+  browser, on any port, to https for a year).
 Source: shared/notes/files-and-sqlite.md, "The review page". Never decides from ``request.url``.
 """
 
@@ -14,9 +17,11 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gatekeeper.origins import is_loopback_host
 from gatekeeper.store.bounded import cut
 
 SECURITY_HEADERS = [
@@ -36,6 +41,7 @@ SECURITY_HEADERS = [
     (b"cross-origin-resource-policy", b"same-origin"),
 ]
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
+HSTS = (b"strict-transport-security", b"max-age=31536000")
 
 Refuse = Callable[[str, dict[str, Any]], Awaitable[None]]
 
@@ -52,7 +58,7 @@ class Guard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         method = scope.get("method", "GET")
-        problem = self._problem(method, headers)
+        problem = self._problem(method, headers, scope.get("scheme", "http"))
         if problem is not None:
             await self.on_refuse(
                 problem,
@@ -67,24 +73,33 @@ class Guard:
             await plain_error(scope, send, 403 if "origin" in problem or "cross-site" in problem else 400, problem)
             return
 
+        added = [*SECURITY_HEADERS, *([HSTS] if wants_hsts(scope, headers) else [])]
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message.setdefault("headers", [])
-                message["headers"] = [h for h in message["headers"] if h[0].lower() not in dict(SECURITY_HEADERS)]
-                message["headers"] += SECURITY_HEADERS
+                message["headers"] = [h for h in message["headers"] if h[0].lower() not in dict(added)]
+                message["headers"] += added
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
 
-    def _problem(self, method: str, headers: dict[str, str]) -> str | None:
-        if headers.get("host", "") not in self.hosts:
+    def _problem(self, method: str, headers: dict[str, str], scheme: str) -> str | None:
+        host = headers.get("host", "").lower()
+        if host not in self.hosts:
             return f"host {cut(headers.get('host', ''), 80)!r} is not this review page"
         if headers.get("sec-fetch-site") == "cross-site":
             return "cross-site request refused"
-        if method in UNSAFE and headers.get("origin") not in self.origins:
-            origin = headers.get("origin")
+        origin = headers.get("origin")
+        if method in UNSAFE and origin not in self.origins and origin != f"{scheme}://{host}":
             return f"origin {cut(origin, 80) if origin is not None else None!r} is not allowed to change anything here"
         return None
+
+
+def wants_hsts(scope: Scope, headers: dict[str, str]) -> bool:
+    """HSTS over https (uvicorn's TLS, or a trusted proxy's), except at a loopback name."""
+    hostname = urlsplit(f"//{headers.get('host', '')}").hostname or ""
+    return scope.get("scheme") == "https" and not is_loopback_host(hostname)
 
 
 async def plain_error(scope: Scope, send: Send, status: int, message: str, *, close: bool = False) -> None:

@@ -1,18 +1,21 @@
 """The footer's answer to "does `audit verify` pass?", kept current without re-reading a
 million events on every page: a full check at start and every few minutes in a thread, and an
-incremental check of the new tail on each page view."""
+incremental check of the new tail on each page view. A database server that went away (team
+mode) leaves the last answer standing and the full check is tried again soon; it never stops."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 from gatekeeper.audit.verify import verify_chain
+from gatekeeper.store.backends import DatabaseUnreachable
 from gatekeeper.store.chain import GENESIS, verify_rows
 from gatekeeper.store.queries import Reader
+from gatekeeper.store.target import Database
 
 FULL_EVERY = 300.0
+RETRY_EVERY = 5.0  # after a full check the database server did not answer
 
 
 @dataclass(frozen=True)
@@ -23,8 +26,8 @@ class Integrity:
 
 
 class ChainWatch:
-    def __init__(self, db_path: Path) -> None:
-        self.db_path = db_path
+    def __init__(self, database: Database) -> None:
+        self.database = database
         self._lock = threading.Lock()
         self._result = Integrity("checking")
         self._verified = (0, GENESIS)  # (seq, hash) known good
@@ -40,11 +43,15 @@ class ChainWatch:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.full()
+            try:
+                self.full()
+            except DatabaseUnreachable:
+                self._stop.wait(RETRY_EVERY)
+                continue
             self._stop.wait(FULL_EVERY)
 
     def full(self) -> Integrity:
-        with Reader(self.db_path) as reader:
+        with Reader(self.database) as reader:
             report = verify_chain(reader)
         with self._lock:
             if report.ok:
@@ -61,8 +68,11 @@ class ChainWatch:
             result, (seq, head) = self._result, self._verified
         if result.state != "ok":
             return result
-        with Reader(self.db_path) as reader:
-            rows = reader.events(after_seq=seq)
+        try:
+            with Reader(self.database) as reader:
+                rows = reader.events(after_seq=seq)
+        except DatabaseUnreachable:  # the page says so where it reads; the footer keeps its last answer
+            return result
         if not rows:
             return result
         report = verify_rows(rows, seq, head)

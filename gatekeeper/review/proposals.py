@@ -7,7 +7,7 @@ from typing import Any
 from gatekeeper.review import queue
 from gatekeeper.review.errors import ReviewError
 from gatekeeper.review.state import ReviewState
-from gatekeeper.store.queries import STATUSES
+from gatekeeper.store.queries import STATUSES, ProposalRow, Reader
 
 
 def status_filter(status: str | None) -> str | None:
@@ -38,3 +38,17 @@ def approvals_view(state: ReviewState, found: dict[str, Any]) -> dict[str, Any]:
     needed = 1 if policy is None else approvals_needed(policy, found["server"], found["tool"], found["path"])
     by: list[str] = found["approved_by"]
     return {"by": by, "needed": needed, "more": max(0, needed - len(by))}
+
+
+def queue_approvals(state: ReviewState, reader: Reader, rows: list[ProposalRow]) -> dict[str, dict[str, int]]:
+    """For each pending proposal on the page whose rule needs more than one approval: how many it
+    has and needs ("1 of 2" in the queue, as the proposal page says it)."""
+    from gatekeeper.policy.reviewers import approvals_needed
+
+    policy = state.rules.policy
+    if policy is None:
+        return {}
+    needs = {r.id: approvals_needed(policy, r.server, r.tool, r.path) for r in rows if r.status == "pending"}
+    needs = {pid: n for pid, n in needs.items() if n > 1}
+    have = reader.approvals(list(needs)) if needs else {}
+    return {pid: {"have": len(have.get(pid, [])), "needed": n} for pid, n in needs.items()}

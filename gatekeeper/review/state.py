@@ -14,9 +14,10 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from gatekeeper.errors import GatekeeperError
 from gatekeeper.home import Home, ensure_keys
 from gatekeeper.resources import templates_dir
-from gatekeeper.review import auth, change, render
+from gatekeeper.review import auth, change, cookies, render
 from gatekeeper.review.integrity import ChainWatch
 from gatekeeper.store.bounded import cut
 from gatekeeper.store.decisions import ANY
@@ -39,13 +40,18 @@ class ReviewState:
     chain: ChainWatch
     refusals: Refusals
     templates: Jinja2Templates
-    secure: bool  # served over https: cookies get the Secure flag
     rules: ApprovalRules = ANY  # what an approval must carry: the page's relying party, approve_with
 
     @classmethod
-    def open(cls, home: Home, *, secure: bool, rules: ApprovalRules = ANY) -> ReviewState:
+    def open(cls, home: Home, *, rules: ApprovalRules = ANY) -> ReviewState:
         ensure_keys(home)  # an older home gets its Ed25519 key on the review page's first start
-        store = Store(home.db_path)
+        if not home.keys.has_private():
+            raise GatekeeperError(
+                f"{home.path} holds public keys only (a verify-only home, `gatekeeper init --public-keys`): "
+                "it can commit and verify, but not approve, so the review page does not start here",
+                "run `gatekeeper review` on the machine that holds the private key (the review side)",
+            )
+        store = home.store()
         templates = Jinja2Templates(directory=str(templates_dir()))
         templates.env.filters["marked"] = render.marks  # paths on the page: hidden characters marked
         templates.env.filters["size_change"] = change.queue_size  # the queue's size column
@@ -54,10 +60,9 @@ class ReviewState:
             store=store,
             reviews=Reviews(store),
             tokens=auth.Tokens(home.read_key()),
-            chain=ChainWatch(home.db_path),
+            chain=ChainWatch(home.database),
             refusals=Refusals(store),
             templates=templates,
-            secure=secure,
             rules=rules,
         )
 
@@ -68,11 +73,11 @@ class ReviewState:
         self.store.close()
 
     def reader(self) -> Reader:
-        return Reader(self.home.db_path)
+        return Reader(self.store.backend.database)  # the store's database, resolved once at start
 
     def session_of(self, request: Request) -> Session | None:
         """The live session the request's cookie names, if any (a bad cookie is "no session")."""
-        sid = self.tokens.session_id(request.cookies.get(auth.SESSION_COOKIE))
+        sid = self.tokens.session_id(cookies.read(request, auth.SESSION_COOKIE))
         return self.reviews.session(sid) if sid else None
 
     def page(self, request: Request, name: str, code: int = 200, **context: Any) -> HTMLResponse:
@@ -80,6 +85,7 @@ class ReviewState:
         session = context.get("session")
         context.setdefault("csrf", self.tokens.csrf(session.id) if session else "")
         context["integrity"] = self.chain.current()
+        context.setdefault("rp_id", self.rules.rp.rp_id if self.rules.rp is not None else "localhost")
         return self.templates.TemplateResponse(request, name, context, status_code=code)
 
     def who(self, typed: str) -> str:

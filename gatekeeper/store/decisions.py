@@ -20,7 +20,7 @@ from gatekeeper.store import events as ev
 from gatekeeper.store import quorum
 from gatekeeper.store.bounded import bounded
 from gatekeeper.store.proofs import ApprovalRules, Checked, PasswordCheck, PasswordProof, check_proof, spend
-from gatekeeper.store.signed_rows import reviewer_ok
+from gatekeeper.store.signed_rows import reviewer_refusal
 from gatekeeper.store.tx import Event, Transactions, Tx
 from gatekeeper.store.values import VERDICTS
 
@@ -281,10 +281,11 @@ def decision_refusal(tx: Tx, d: Posted, keyring: KeyRing) -> tuple[str | None, E
     who = tx.first("SELECT disabled_at FROM reviewer WHERE name = ?", (d.reviewer,))
     if who is None or who[0] is not None:
         return "reviewer unknown or disabled", Conflict(f"reviewer {d.reviewer!r} is unknown or disabled")
-    if not reviewer_ok(tx, keyring, d.reviewer):
+    if (why := reviewer_refusal(tx, keyring, d.reviewer)) is not None:
+        tx.append_event(ev.REVIEWER_ROW_REFUSED, f"reviewer:{d.reviewer}", {"reviewer": d.reviewer, "why": why})
         return "reviewer row not signed", Conflict(
-            f"the row of reviewer {d.reviewer!r} is not signed by the review key: it was written outside "
-            "Gatekeeper (its password, passkeys or enabled flag may have been changed in the database)",
+            f"the row of reviewer {d.reviewer!r} is not signed by the review key: {why} "
+            "(its password, passkeys or enabled flag may have been changed in the database)",
             f"set the password again with `gatekeeper reviewer passwd {d.reviewer}` and run `gatekeeper audit verify`",
         )
     if tx.first("SELECT 1 FROM decision WHERE proposal_id = ?", (pid,)):

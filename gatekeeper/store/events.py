@@ -21,8 +21,14 @@ COMMIT_OUTCOME = "commit_outcome"
 REVIEWER_ADDED = "reviewer_added"
 REVIEWER_DISABLED = "reviewer_disabled"
 REVIEWER_PASSWORD = "reviewer_password_changed"
-# A reviewer row whose Ed25519 signature does not verify met at log-in (store/signed_rows.py): {reviewer, why}.
+# A reviewer or passkey row refused at log-in or approval (store/signed_rows.py): its signature does not
+# verify for the reviewer's latest change event (written outside Gatekeeper, or an older row put back):
+# {reviewer, why} (and credential_id for a passkey).
 REVIEWER_ROW_REFUSED = "reviewer_row_refused"
+# A reviewer / passkey row made before Ed25519 keys, signed as it was when the first key was made
+# (trusted on first use, home.ensure_keys): {reviewer, key_id, signature} (and credential_id).
+REVIEWER_ROW_SIGNED = "reviewer_row_signed"
+PASSKEY_ROW_SIGNED = "passkey_row_signed"
 TOOL_PINNED = "tool_pinned"
 TOOL_DEFINITION_CHANGED = "tool_definition_changed"
 TOOL_CHANGE_ACCEPTED = "tool_change_accepted"

@@ -1,7 +1,9 @@
 """Waking on change: SQLite has no notifications, but ``PRAGMA data_version`` on one read
 connection changes exactly when another connection commits. Checking it is one cheap read, so a
 waiter polls it and re-queries only when it moved (plus, as a fallback, every ``fallback``
-seconds, so a missed change costs latency, never an event).
+seconds, so a missed change costs latency, never an event). On PostgreSQL the signal is a
+LISTEN connection (``store.listen``): a look reads what already arrived, no query; while that
+connection is lost, ``max(seq)`` is polled instead and a new listener is tried every few seconds.
 
 ``Changes`` is that signal (the committer's ``--watch`` and the proxy's waiting calls use it);
 ``Follower`` turns it into the new audit events after a seq (``audit log --follow``, ``up``).
@@ -12,12 +14,18 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from gatekeeper.store.chain import EventRow
 from gatekeeper.store.queries import Reader
+from gatekeeper.store.target import PostgresUrl
+
+if TYPE_CHECKING:  # psycopg loads only for a PostgreSQL store
+    from gatekeeper.store.listen import Listener
 
 POLL_SECONDS = 0.1
 FALLBACK_SECONDS = 5.0
+RELISTEN_SECONDS = 2.0  # how often a lost LISTEN connection is tried again
 
 
 class Changes:
@@ -28,16 +36,52 @@ class Changes:
         self.fallback = fallback
         self._seen: int | None = None
         self._looked = 0.0
+        self._first = True
+        self._postgres = isinstance(reader.db_path, PostgresUrl)
+        self._listener: Listener | None = None
+        self._listen_tried = -RELISTEN_SECONDS
+        self._listen()
 
     def changed(self) -> bool:
         """True when another connection committed since the last call (or the fallback interval passed)."""
-        version = self.reader.data_version()
         now = time.monotonic()
         due = self.fallback is not None and now - self._looked >= self.fallback
-        if version == self._seen and not due:
+        moved = self._heard()
+        if moved is None:  # nobody listening: poll
+            version = self.reader.data_version()
+            moved, self._seen = version != self._seen, version
+        if not (moved or due or self._first):
             return False
-        self._seen, self._looked = version, now
+        self._first, self._looked = False, now
         return True
+
+    def close(self) -> None:
+        """Close the LISTEN connection now (else it closes when this object is collected)."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+
+    def _heard(self) -> bool | None:
+        """What the LISTEN connection heard since the last look (True right after (re)listening too:
+        anything may have happened before); None without one (SQLite, or lost: poll meanwhile)."""
+        if self._listener is not None:
+            heard = self._listener.heard()
+            if heard is not None:
+                return heard
+            self._listener = None
+        return True if self._listen() else None
+
+    def _listen(self) -> bool:
+        """Start listening (PostgreSQL only, at most every ``RELISTEN_SECONDS``); True when it did."""
+        now = time.monotonic()
+        if not self._postgres or now - self._listen_tried < RELISTEN_SECONDS:
+            return False
+        self._listen_tried = now
+        from gatekeeper.store.listen import listener
+
+        assert isinstance(self.reader.db_path, PostgresUrl)
+        self._listener = listener(self.reader.db_path)
+        return self._listener is not None
 
 
 class Follower:
@@ -67,6 +111,9 @@ class Follower:
         if rows:
             self.after = rows[-1][0]
         return rows
+
+    def close(self) -> None:
+        self.changes.close()
 
     def follow(self, stop: threading.Event | None = None, poll: float = POLL_SECONDS) -> Iterator[list[EventRow]]:
         """Each non-empty batch of new events as it arrives, until ``stop`` is set (or forever)."""

@@ -19,7 +19,7 @@ from gatekeeper.canonical import format_ts, now_ts, sha256_hex, utc_now
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.store import events as ev
 from gatekeeper.store.proofs import passkey_by_credential
-from gatekeeper.store.signed_rows import passkey_ok, passkey_signed
+from gatekeeper.store.signed_rows import PASSKEY_COLUMNS, next_seq, passkey_problem, passkey_signed
 from gatekeeper.store.tx import Event, Transactions, Tx
 
 if TYPE_CHECKING:  # the WebAuthn ceremony module imports webauthn, which the proxy never needs
@@ -84,7 +84,7 @@ class Passkeys(Transactions):
                 (now_ts(), sha256_hex(token.encode())),
             )
             at = now_ts()
-            signed = passkey_signed(signer, reviewer, new.credential_id, new.public_key, at, None)
+            signed = passkey_signed(signer, next_seq(tx), reviewer, new.credential_id, new.public_key, at, None)
             tx.insert(
                 "passkey",
                 {
@@ -116,10 +116,19 @@ class Passkeys(Transactions):
         return [p for p in found if p is not None]
 
     def passkey(self, credential_id: str) -> StoredPasskey | None:
-        """The passkey, if its row is signed by the review side's key (else as if unknown)."""
+        """The passkey, if its row is signed by the review side's key for its latest change (else as if
+        unknown, and a row that is there but does not hold is a ``reviewer_row_refused`` event)."""
         keyring = self.keyring()
         with self.transaction() as tx:
-            return passkey_by_credential(tx, credential_id) if passkey_ok(tx, keyring, credential_id) else None
+            row = tx.first(f"SELECT {PASSKEY_COLUMNS} FROM passkey WHERE credential_id = ?", (credential_id,))
+            if row is None:
+                return None
+            why = passkey_problem(tx.first, keyring, row)
+            if why is None:
+                return passkey_by_credential(tx, credential_id)
+            payload = {"reviewer": row[0], "credential_id": credential_id, "why": why}
+            tx.append_event(ev.REVIEWER_ROW_REFUSED, "review", payload)
+        return None
 
     def remove_passkey(self, reviewer: str, credential_id: str, actor: str = "cli") -> Event:
         """Remove a passkey for good: approvals made with it before stay valid, later ones are refused."""
@@ -134,7 +143,9 @@ class Passkeys(Transactions):
             if found.removed_at is not None:
                 raise Conflict(f"that passkey was already removed at {found.removed_at}")
             at = now_ts()
-            signed = passkey_signed(signer, reviewer, credential_id, found.public_key, found.created_at, at)
+            signed = passkey_signed(
+                signer, next_seq(tx), reviewer, credential_id, found.public_key, found.created_at, at
+            )
             tx.run(
                 "UPDATE passkey SET removed_at = :at, key_id = :key_id, signature = :signature "
                 "WHERE credential_id = :c",

@@ -23,6 +23,7 @@ from gatekeeper.store.backends import LOST_HINT, DatabaseUnreachable
 from gatekeeper.store.target import PostgresUrl
 
 CHAIN_LOCK = 0x6761_7465_6B65_6570  # 'gatekeep': the one advisory lock every Gatekeeper writer takes
+CHANGE_CHANNEL = "gatekeeper_change"  # NOTIFYed by every writing transaction (``store.listen``)
 MIGRATION_LOCK = CHAIN_LOCK + 1  # held by ``migrate.upgrade`` for a whole upgrade (a session lock)
 CONNECT_TIMEOUT = 10  # seconds
 
@@ -92,8 +93,10 @@ class PostgresBackend:
         return self.connect(read_only=True)
 
     def begin_write(self, cursor: psycopg.Cursor[Any]) -> None:
+        """READ COMMITTED, the chain lock, and the change signal: a NOTIFY queued now is delivered at
+        COMMIT (never on ROLLBACK) to every ``store.listen`` listener, so waiters wake without polling."""
         cursor.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-        cursor.execute(f"SELECT pg_advisory_xact_lock({CHAIN_LOCK})")
+        cursor.execute(f"SELECT pg_advisory_xact_lock({CHAIN_LOCK}); NOTIFY {CHANGE_CHANNEL}")
 
     def in_transaction(self, conn: psycopg.Connection[Any]) -> bool:
         return conn.info.transaction_status != pq.TransactionStatus.IDLE

@@ -22,7 +22,8 @@ from gatekeeper.approval import (
     verify_approval,
 )
 from gatekeeper.canonical import now_ts
-from gatekeeper.store.signed_rows import passkey_ok
+from gatekeeper.store import events as ev
+from gatekeeper.store.signed_rows import passkey_refusal
 from gatekeeper.store.tx import Tx
 
 if TYPE_CHECKING:
@@ -103,9 +104,12 @@ def check_proof(
     now = now_ts()
     _check_challenge(tx, reviewer, proof, now)
     passkey = passkey_by_credential(tx, proof.assertion.credential_id)
-    if passkey is not None and not passkey_ok(tx, keyring, passkey.credential_id):
+    why = None if passkey is None else passkey_refusal(tx, keyring, passkey.credential_id)
+    if passkey is not None and why is not None:
+        payload = {"reviewer": passkey.reviewer, "credential_id": passkey.credential_id, "why": why}
+        tx.append_event(ev.REVIEWER_ROW_REFUSED, f"reviewer:{reviewer}", payload)  # commits with the refusal
         raise ApprovalRefused(
-            f"the passkey {passkey.label!r} is not signed by the review key: it was added outside Gatekeeper",
+            f"the passkey {passkey.label!r} does not hold: {why}",
             "remove it and enrol it again with a link from `gatekeeper reviewer enrol`",
         )
     counts = {

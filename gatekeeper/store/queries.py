@@ -110,22 +110,21 @@ class Reader:
         self._q: Callable[..., Any] = self._conn.execute if self._backend.translate is None else self._translated
 
     def _translated(self, sql: str, params: tuple[Any, ...] | dict[str, Any] | list[Any] = ()) -> Any:
-        """PostgreSQL: the SQLite-dialect query rewritten; a lost connection reopened once outside a
-        snapshot (a read is idempotent), else reported as ``DatabaseUnreachable``."""
+        """PostgreSQL: the SQLite-dialect query rewritten; a lost connection reopened (once, outside a
+        snapshot: a read is idempotent), else reported as ``DatabaseUnreachable`` and reopened next time."""
         assert self._backend.translate is not None
         text = self._backend.translate(sql)
-        inside = self._backend.in_transaction(self._conn)  # a snapshot cannot be resumed elsewhere
-        try:
-            return self._conn.execute(text, params)
-        except self._backend.lost_errors as exc:
-            if inside or self._backend.reusable(self._conn):
-                raise lost(self.db_path, exc) from exc
-            self._conn.close()
-            self._conn = self._backend.connect_reader()
+        for last in (False, True):
+            if not self._backend.reusable(self._conn):  # lost just now, or while the server was down
+                self._conn.close()
+                self._conn = self._backend.connect_reader()
+            inside = self._backend.in_transaction(self._conn)  # a snapshot cannot be resumed elsewhere
             try:
                 return self._conn.execute(text, params)
-            except self._backend.lost_errors as again:
-                raise lost(self.db_path, again) from again
+            except self._backend.lost_errors as exc:
+                if last or inside or self._backend.reusable(self._conn):
+                    raise lost(self.db_path, exc) from exc
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         self._conn.close()
@@ -333,14 +332,9 @@ class Reader:
             self._q("COMMIT")
         return high, rows
 
-    def passkey_approvals(self) -> list[dict[str, Any]]:
-        """Every approval that carries (or claims) a passkey assertion, committed or not, as
-        ``commit_queue`` rows: ``audit verify --approvals`` checks each again."""
-        cur = self._q(
-            f"{CANDIDATE_SELECT} WHERE d.verdict = 'approved' AND (d.assertion IS NOT NULL OR d.method = 'passkey') "
-            "ORDER BY d.id",
-            (COMMIT_INTENT,),
-        )
+    def dicts(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        """Rows of a store module's own query as dicts by column name (``store/verifying.py``)."""
+        cur = self._q(sql, params)
         names = [c[0] for c in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur]
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 from gatekeeper.canonical import format_ts, now_ts, utc_now
 from gatekeeper.store.events import LOGIN, LOGOUT, REVIEWER_ROW_REFUSED
 from gatekeeper.store.queries import Reader
-from gatekeeper.store.signed_rows import REVIEWER_COLUMNS, reviewer_row_ok
+from gatekeeper.store.signed_rows import REVIEWER_COLUMNS, reviewer_problem
 from gatekeeper.store.store import Store
 
 __all__ = ["Reviews", "Session"]  # event kinds live in store/events.py only
@@ -40,13 +40,14 @@ class Reviews:
         self._ro.close()
 
     def password_hash(self, name: str) -> str | None:
-        """The stored hash of an enabled reviewer whose row is signed by the review side's key, else
-        None (unknown, disabled and a row written by anything else look alike: log-in fails)."""
+        """The stored hash of an enabled reviewer whose row is signed by the review side's key for its
+        latest change, else None (unknown, disabled, a row written by anything else and an older row
+        put back look alike: log-in fails)."""
         row = self._one(f"SELECT {REVIEWER_COLUMNS} FROM reviewer WHERE name = ? AND disabled_at IS NULL", (name,))
         if row is None:
             return None
-        if not reviewer_row_ok(self.store.keyring(), row):  # written outside Gatekeeper: say so in the log
-            why = "the reviewer row is not signed by the review key"
+        why = reviewer_problem(self._one, self.store.keyring(), row)
+        if why is not None:  # not what Gatekeeper last wrote: say so in the log
             self.store.append_event(REVIEWER_ROW_REFUSED, "review", {"reviewer": name, "why": why})
             return None
         return str(row[1])

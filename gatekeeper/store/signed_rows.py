@@ -1,9 +1,14 @@
-"""Reviewer and passkey rows signed by the review side's Ed25519 key.
+"""Reviewer and passkey rows signed by the review side's Ed25519 key, each for its latest change.
 
 A database writer could otherwise replace a reviewer's password hash, re-enable a reviewer or add
 a passkey of their own, and log in or approve as that reviewer. Every legitimate change to these
-rows goes through the store with the private key and an audit event; a row whose signature does
-not verify with a known public key is refused at log-in and at approval.
+rows goes through the store with the private key and an audit event, in one transaction, and the
+signature covers the seq of that event. A row is accepted only when its signature verifies for
+the reviewer's (the passkey's) *latest* change event: a row written by anything else fails, and so
+does an older, validly signed row put back (a password hash from before a password change, the
+enabled row of a reviewer since disabled, a removed passkey), because a later event exists. An
+event appended by the writer does not help either: the current row then fails too. Only deleting
+the later events and recomputing every hash would, and that is what signed checkpoints catch.
 
 Typed against ``Signer``/``KeyRing`` only: cryptography is imported by ``gatekeeper.keys``, which
 the store loads when it signs or verifies, never when the proxy opens it.
@@ -11,9 +16,11 @@ the store loads when it signs or verifies, never when the proxy opens it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from gatekeeper import signing
+from gatekeeper.store import events as ev
 
 if TYPE_CHECKING:
     from gatekeeper.keys import KeyRing, Signer
@@ -21,70 +28,131 @@ if TYPE_CHECKING:
 
 REVIEWER_COLUMNS = "name, password_hash, created_at, disabled_at, key_id, signature"
 PASSKEY_COLUMNS = "reviewer, credential_id, public_key, created_at, removed_at, key_id, signature"
+# The events that record a change of a reviewer row (payload "reviewer") and of a passkey row ("credential_id").
+REVIEWER_CHANGES = (ev.REVIEWER_ADDED, ev.REVIEWER_DISABLED, ev.REVIEWER_PASSWORD, ev.REVIEWER_ROW_SIGNED)
+PASSKEY_CHANGES = (ev.PASSKEY_ADDED, ev.PASSKEY_REMOVED, ev.PASSKEY_ROW_SIGNED)
+
+First = Callable[[str, tuple[Any, ...]], tuple[Any, ...] | None]  # Tx.first or Reader.first
+
+
+def next_seq(tx: Tx) -> int:
+    """The seq the next event of this transaction gets (the write lock is held: nobody else appends)."""
+    row = tx.first("SELECT seq FROM audit_event ORDER BY seq DESC LIMIT 1")
+    return 1 if row is None else int(row[0]) + 1
 
 
 def reviewer_signed(
-    signer: Signer, name: str, password_hash: str, created_at: str, disabled_at: str | None
+    signer: Signer, seq: int, name: str, password_hash: str, created_at: str, disabled_at: str | None
 ) -> dict[str, str]:
-    """The ``key_id`` and ``signature`` columns for a reviewer row with these values."""
-    message = signing.reviewer_message(signer.key_id, name, password_hash, created_at, disabled_at)
+    """The ``key_id`` and ``signature`` columns for a reviewer row changed by the event at ``seq``."""
+    message = signing.reviewer_message(signer.key_id, name, password_hash, created_at, disabled_at, seq)
     return {"key_id": signer.key_id, "signature": signer.sign(message)}
 
 
 def passkey_signed(
-    signer: Signer, reviewer: str, credential_id: str, public_key: bytes, created_at: str, removed_at: str | None
+    signer: Signer,
+    seq: int,
+    reviewer: str,
+    credential_id: str,
+    public_key: bytes,
+    created_at: str,
+    removed_at: str | None,
 ) -> dict[str, str]:
-    """The ``key_id`` and ``signature`` columns for a passkey row with these values."""
-    message = signing.passkey_message(signer.key_id, reviewer, credential_id, public_key, created_at, removed_at)
+    """The ``key_id`` and ``signature`` columns for a passkey row changed by the event at ``seq``."""
+    message = signing.passkey_message(signer.key_id, reviewer, credential_id, public_key, created_at, removed_at, seq)
     return {"key_id": signer.key_id, "signature": signer.sign(message)}
 
 
-def reviewer_row_ok(keyring: KeyRing, row: tuple[Any, ...] | None) -> bool:
-    """A row of ``SELECT {REVIEWER_COLUMNS}``: present and signed by a known key."""
+def change_seqs(first: First, kinds: tuple[str, ...], field: str, value: str) -> Iterator[int]:
+    """The seqs of the events that changed this row, newest first, one indexed query each (on the
+    kind index): a row that holds needs only the first; the older ones only explain a refusal."""
+    marks = ", ".join("?" * len(kinds))
+    sql = (
+        f"SELECT seq FROM audit_event WHERE kind IN ({marks}) AND json_extract(payload, '$.{field}') = ? "
+        "AND seq < ? ORDER BY seq DESC LIMIT 1"
+    )
+    below = 1 << 62
+    while (row := first(sql, (*kinds, value, below))) is not None:
+        below = int(row[0])
+        yield below
+
+
+def _problem(seqs: Iterator[int], verifies: Callable[[int], bool], what: str) -> str | None:
+    latest = next(seqs, None)
+    if latest is None:
+        return f"no audit event records the {what} row: it was written outside Gatekeeper"
+    if verifies(latest):
+        return None
+    older = next((s for s in seqs if verifies(s)), None)
+    if older is not None:
+        return (
+            f"the {what} row is the one signed at seq {older}, but it was changed since (seq {latest}): "
+            "an older row was put back in the database"
+        )
+    return f"the {what} row is not signed by the review key for its latest change (seq {latest})"
+
+
+def reviewer_problem(first: First, keyring: KeyRing, row: tuple[Any, ...] | None) -> str | None:
+    """Why a row of ``SELECT {REVIEWER_COLUMNS}`` is not to be trusted; None: present, signed for its latest change."""
     if row is None:
-        return False
+        return "no such reviewer"
     name, password_hash, created_at, disabled_at, kid, signature = row
-    message = signing.reviewer_message(str(kid), name, password_hash, created_at, disabled_at)
-    return keyring.verify(kid, message, signature)
+
+    def verifies(seq: int) -> bool:
+        message = signing.reviewer_message(str(kid), name, password_hash, created_at, disabled_at, seq)
+        return keyring.verify(kid, message, signature)
+
+    return _problem(change_seqs(first, REVIEWER_CHANGES, "reviewer", str(name)), verifies, "reviewer")
 
 
-def passkey_row_ok(keyring: KeyRing, row: tuple[Any, ...] | None) -> bool:
-    """A row of ``SELECT {PASSKEY_COLUMNS}``: present and signed by a known key."""
+def passkey_problem(first: First, keyring: KeyRing, row: tuple[Any, ...] | None) -> str | None:
+    """Why a row of ``SELECT {PASSKEY_COLUMNS}`` is not to be trusted; None: present, signed for its latest change."""
     if row is None:
-        return False
+        return "no such passkey"
     reviewer, credential_id, public_key, created_at, removed_at, kid, signature = row
-    message = signing.passkey_message(str(kid), reviewer, credential_id, bytes(public_key), created_at, removed_at)
-    return keyring.verify(kid, message, signature)
+    raw = bytes(public_key)
+
+    def verifies(seq: int) -> bool:
+        message = signing.passkey_message(str(kid), reviewer, credential_id, raw, created_at, removed_at, seq)
+        return keyring.verify(kid, message, signature)
+
+    return _problem(change_seqs(first, PASSKEY_CHANGES, "credential_id", str(credential_id)), verifies, "passkey")
 
 
-def reviewer_ok(tx: Tx, keyring: KeyRing, name: str) -> bool:
-    return reviewer_row_ok(keyring, tx.first(f"SELECT {REVIEWER_COLUMNS} FROM reviewer WHERE name = ?", (name,)))
+def reviewer_refusal(tx: Tx, keyring: KeyRing, name: str) -> str | None:
+    """None when ``name``'s row holds; else why not (see ``reviewer_problem``)."""
+    row = tx.first(f"SELECT {REVIEWER_COLUMNS} FROM reviewer WHERE name = ?", (name,))
+    return reviewer_problem(tx.first, keyring, row)
 
 
-def passkey_ok(tx: Tx, keyring: KeyRing, credential_id: str) -> bool:
+def passkey_refusal(tx: Tx, keyring: KeyRing, credential_id: str) -> str | None:
+    """None when the passkey's row holds; else why not (see ``passkey_problem``)."""
     row = tx.first(f"SELECT {PASSKEY_COLUMNS} FROM passkey WHERE credential_id = ?", (credential_id,))
-    return passkey_row_ok(keyring, row)
+    return passkey_problem(tx.first, keyring, row)
 
 
-def sign_unsigned(tx: Tx, signer: Signer) -> int:
+def sign_unsigned(tx: Tx, signer: Signer, actor: str = "init") -> int:
     """Sign every reviewer and passkey row that has no signature yet (rows made before migration
-    0008), trusting them as they are when the first key is made; return how many were signed."""
+    0008), trusting them as they are when the first key is made, each with its own event; return
+    how many were signed."""
     count = 0
     for name, password_hash, created_at, disabled_at, _, _ in tx.all(
         f"SELECT {REVIEWER_COLUMNS} FROM reviewer WHERE signature IS NULL"
     ):
-        cols = reviewer_signed(signer, name, password_hash, created_at, disabled_at)
+        cols = reviewer_signed(signer, next_seq(tx), name, password_hash, created_at, disabled_at)
         tx.run(
             "UPDATE reviewer SET key_id = :key_id, signature = :signature WHERE name = :name", {**cols, "name": name}
         )
+        tx.append_event(ev.REVIEWER_ROW_SIGNED, actor, {"reviewer": name, **cols})
         count += 1
     for reviewer, credential_id, public_key, created_at, removed_at, _, _ in tx.all(
         f"SELECT {PASSKEY_COLUMNS} FROM passkey WHERE signature IS NULL"
     ):
-        cols = passkey_signed(signer, reviewer, credential_id, bytes(public_key), created_at, removed_at)
+        cols = passkey_signed(signer, next_seq(tx), reviewer, credential_id, bytes(public_key), created_at, removed_at)
         tx.run(
             "UPDATE passkey SET key_id = :key_id, signature = :signature WHERE credential_id = :c",
             {**cols, "c": credential_id},
         )
+        tx.append_event(ev.PASSKEY_ROW_SIGNED, actor, {"reviewer": reviewer, "credential_id": credential_id, **cols})
         count += 1
     return count

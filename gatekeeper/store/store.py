@@ -19,8 +19,8 @@ from gatekeeper.store.commits import CommitRecords
 from gatekeeper.store.decisions import Decisions
 from gatekeeper.store.passkeys import Passkeys
 from gatekeeper.store.pins import ToolPins
-from gatekeeper.store.signed_rows import reviewer_signed
-from gatekeeper.store.tx import Event, Tx
+from gatekeeper.store.signed_rows import next_seq, reviewer_signed
+from gatekeeper.store.tx import RETRY_SECONDS, Event, Tx
 from gatekeeper.store.values import MODES
 
 __all__ = ["Event", "ProposalDraft", "Proposed", "Store", "Tx"]
@@ -76,11 +76,20 @@ class Store(ToolPins, CommitRecords, Decisions, Passkeys):
 
     # -- proposals ---------------------------------------------------------------------------
 
-    def propose(self, draft: ProposalDraft, actor: str = "proxy", *, reverts: str | None = None) -> Proposed:
+    def propose(
+        self,
+        draft: ProposalDraft,
+        actor: str = "proxy",
+        *,
+        reverts: str | None = None,
+        retry_seconds: float = RETRY_SECONDS,
+    ) -> Proposed:
         """Record a proposal, or return the identical one still pending (agents retry).
 
         ``reverts``: the committed proposal this one restores (``gatekeeper revert``); a
         ``revert_proposed`` event naming it follows ``proposal_created`` in the same transaction.
+        ``retry_seconds``: how long to keep reconnecting to a database server that went away (the
+        proxy answers its host sooner than the store's default).
         """
         if draft.encoding not in ("text", "base64"):
             raise InvalidInput(f"unknown encoding {draft.encoding!r}", "use 'text' or 'base64'")
@@ -117,12 +126,13 @@ class Store(ToolPins, CommitRecords, Decisions, Passkeys):
             return Proposed(pid, True, digest, len(draft.content), draft.expires_at)
 
         # Idempotent: a retry after a lost COMMIT finds the proposal pending and returns it.
-        return self.retrying(work)
+        return self.retrying(work, retry_seconds)
 
     # -- reviewers ---------------------------------------------------------------------------
 
-    # Each reviewer row is signed with the review side's key (``signed_rows``): a password hash or
-    # enabled flag written by anything else is refused at log-in and at approval.
+    # Each reviewer row is signed with the review side's key (``signed_rows``) for the seq of the event
+    # that records the change (appended last in the same transaction): a password hash or enabled flag
+    # written by anything else, or an older signed row put back, is refused at log-in and at approval.
 
     def add_reviewer(self, name: str, password_hash: str, actor: str = "cli") -> Event:
         signer = self.signer()
@@ -130,7 +140,7 @@ class Store(ToolPins, CommitRecords, Decisions, Passkeys):
             if tx.first("SELECT 1 FROM reviewer WHERE name = ?", (name,)):
                 raise Conflict(f"reviewer {name!r} already exists", "pick another name")
             row = {"name": name, "password_hash": password_hash, "created_at": now_ts()}
-            signed = reviewer_signed(signer, name, password_hash, row["created_at"], None)
+            signed = reviewer_signed(signer, next_seq(tx), name, password_hash, row["created_at"], None)
             tx.insert("reviewer", {**row, **signed})
             return tx.append_event(ev.REVIEWER_ADDED, actor, {"reviewer": name, **signed})
 
@@ -143,7 +153,7 @@ class Store(ToolPins, CommitRecords, Decisions, Passkeys):
             if row[0] is not None:
                 raise Conflict(f"reviewer {name!r} is already disabled (since {row[0]})")
             at = now_ts()
-            signed = reviewer_signed(signer, name, row[1], row[2], at)
+            signed = reviewer_signed(signer, next_seq(tx), name, row[1], row[2], at)
             tx.run(
                 "UPDATE reviewer SET disabled_at = :at, key_id = :key_id, signature = :signature WHERE name = :name",
                 {"at": at, "name": name, **signed},
@@ -157,7 +167,7 @@ class Store(ToolPins, CommitRecords, Decisions, Passkeys):
             row = tx.first("SELECT disabled_at, created_at FROM reviewer WHERE name = ?", (name,))
             if row is None:
                 raise NotFound(f"no reviewer {name!r}", "`gatekeeper reviewer list` shows them")
-            signed = reviewer_signed(signer, name, password_hash, row[1], row[0])
+            signed = reviewer_signed(signer, next_seq(tx), name, password_hash, row[1], row[0])
             tx.run(
                 "UPDATE reviewer SET password_hash = :h, key_id = :key_id, signature = :signature WHERE name = :name",
                 {"h": password_hash, "name": name, **signed},

@@ -19,7 +19,7 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from gatekeeper import enrolment
 from gatekeeper.approval import ApprovalRefused, Assertion, verify_assertion
 from gatekeeper.errors import Conflict, NotFound
-from gatekeeper.review import auth, where
+from gatekeeper.review import auth, cookies, where
 from gatekeeper.review.access import State
 from gatekeeper.review.errors import ReviewError
 from gatekeeper.review.routes.login import with_session
@@ -43,7 +43,7 @@ def relying_party(state: ReviewState) -> Any:
 
 @router.get("/enrol/{token}")
 def enrol_page(request: Request, state: State, token: str) -> HTMLResponse:
-    if not where.on_localhost(request):
+    if not where.on_localhost(request, state):
         return where.wrong_host_page(request, state, None)
     reviewer = state.store.enrolment_reviewer(token)
     if reviewer is None:
@@ -62,7 +62,7 @@ def enrol(
     credential: Annotated[str, Form()] = "",
     label: Annotated[str, Form()] = "",
 ) -> JSONResponse:
-    if not where.on_localhost(request):
+    if not where.on_localhost(request, state):
         raise ReviewError(409, where.not_localhost_message(state))
     if state.store.enrolment_reviewer(token) is None:
         raise ReviewError(410, LINK_USED)
@@ -88,9 +88,9 @@ def sign_in_challenge(nonce: str) -> bytes:
 
 
 def login_form_checked(request: Request, state: ReviewState, csrf_token: str) -> None:
-    if not where.on_localhost(request):
+    if not where.on_localhost(request, state):
         raise ReviewError(409, where.not_localhost_message(state))
-    if not state.tokens.login_form_ok(request.cookies.get(auth.LOGIN_COOKIE), csrf_token):
+    if not state.tokens.login_form_ok(cookies.read(request, auth.LOGIN_COOKIE), csrf_token):
         state.refusals.record(REQUEST_REFUSED, "review", {"why": "log-in form CSRF token missing or wrong"})
         raise ReviewError(403, "The log-in form expired or did not come from this page. Reload it and try again.")
 
@@ -149,4 +149,4 @@ def passkey_login(
         state.refusals.record(LOGIN_FAILED, "review", {"how": "passkey", "why": refused}, coalesce=False)
         raise ReviewError(403, refused or "")
     session = state.reviews.start_session(passkey.reviewer, auth.SESSION_TTL, "passkey")
-    return with_session(state, session, JSONResponse({"reviewer": passkey.reviewer}))
+    return with_session(request, state, session, JSONResponse({"reviewer": passkey.reviewer}))

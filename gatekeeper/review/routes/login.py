@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from gatekeeper.review import auth, where
+from gatekeeper.review import auth, cookies, where
 from gatekeeper.review.access import State, unsafe
 from gatekeeper.review.errors import ReviewError
 from gatekeeper.review.state import ReviewState
@@ -34,9 +34,9 @@ def login_page(request: Request, state: ReviewState, error: str | None) -> HTMLR
         401 if error else 200,
         login_csrf=token,
         error=error,
-        localhost=None if where.on_localhost(request) else where.localhost_link(request, state),
+        localhost=None if where.on_localhost(request, state) else where.localhost_link(request, state),
     )
-    response.set_cookie(auth.LOGIN_COOKIE, cookie, httponly=True, samesite="strict", secure=state.secure, max_age=3600)
+    cookies.put(response, request, auth.LOGIN_COOKIE, cookie, max_age=int(auth.LOGIN_FORM_TTL.total_seconds()))
     return response
 
 
@@ -48,7 +48,7 @@ def login(
     password: Annotated[str, Form()] = "",
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
-    if not state.tokens.login_form_ok(request.cookies.get(auth.LOGIN_COOKIE), csrf_token):
+    if not state.tokens.login_form_ok(cookies.read(request, auth.LOGIN_COOKIE), csrf_token):
         state.refusals.record(REQUEST_REFUSED, "review", {"why": "log-in form CSRF token missing or wrong"})
         raise ReviewError(403, "The log-in form expired or did not come from this page. Reload it and try again.")
     # Counted before the password is checked, in one transaction: parallel guesses cannot
@@ -64,30 +64,24 @@ def login(
         why = {"username": state.who(username), "why": "wrong name or password"}
         state.refusals.record(LOGIN_FAILED, "review", why, coalesce=False)
         return login_page(request, state, error="Wrong name or password.")
-    return logged_in(state, state.reviews.start_session(username, auth.SESSION_TTL, "password"))
+    return logged_in(request, state, state.reviews.start_session(username, auth.SESSION_TTL, "password"))
 
 
-def logged_in(state: ReviewState, session: Session) -> Response:
+def logged_in(request: Request, state: ReviewState, session: Session) -> Response:
     """To the queue, with the session cookie set and the log-in form's cookie gone."""
-    return with_session(state, session, RedirectResponse("/", status_code=303))
+    return with_session(request, state, session, RedirectResponse("/", status_code=303))
 
 
-def with_session(state: ReviewState, session: Session, response: Response) -> Response:
+def with_session(request: Request, state: ReviewState, session: Session, response: Response) -> Response:
     """``response`` with the session cookie set and the log-in form's cookie gone."""
-    response.set_cookie(
-        auth.SESSION_COOKIE,
-        state.tokens.session_cookie(session.id),
-        httponly=True,
-        samesite="strict",
-        secure=state.secure,
-        max_age=int(auth.SESSION_TTL.total_seconds()),
-    )
-    response.delete_cookie(auth.LOGIN_COOKIE)
+    ttl = int(auth.SESSION_TTL.total_seconds())
+    cookies.put(response, request, auth.SESSION_COOKIE, state.tokens.session_cookie(session.id), max_age=ttl)
+    cookies.clear(response, request, auth.LOGIN_COOKIE)
     return response
 
 
 @router.get("/login/link")
-def login_link(state: State, token: str = "") -> Response:
+def login_link(request: Request, state: State, token: str = "") -> Response:
     data = state.tokens.login_link_data(token)
     if data is None:
         state.refusals.record(REQUEST_REFUSED, "review", {"why": "log-in link invalid or expired"})
@@ -99,12 +93,12 @@ def login_link(state: State, token: str = "") -> Response:
     if state.reviews.password_hash(reviewer) is None:
         state.refusals.record(LOGIN_FAILED, "review", {"username": reviewer, "why": "link for a disabled reviewer"})
         raise ReviewError(403, f"Reviewer {reviewer!r} is disabled or unknown.")
-    return logged_in(state, state.reviews.start_session(reviewer, auth.SESSION_TTL, "link"))
+    return logged_in(request, state, state.reviews.start_session(reviewer, auth.SESSION_TTL, "link"))
 
 
 @router.post("/logout")
-def logout(state: State, session: Annotated[Session, Depends(unsafe("logout"))]) -> Response:
+def logout(request: Request, state: State, session: Annotated[Session, Depends(unsafe("logout"))]) -> Response:
     state.reviews.end_session(session)
     response = RedirectResponse("/login", status_code=303)
-    response.delete_cookie(auth.SESSION_COOKIE)
+    cookies.clear(response, request, auth.SESSION_COOKIE)
     return response

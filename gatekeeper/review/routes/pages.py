@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from gatekeeper.review import change, queue, render, where
 from gatekeeper.review.access import ReviewerSession, State
-from gatekeeper.review.proposals import approvals_view, detail, status_filter
+from gatekeeper.review.proposals import approvals_view, detail, queue_approvals, status_filter
 from gatekeeper.store.queries import STATUSES
 
 router = APIRouter()
@@ -35,6 +35,7 @@ def queue_view(
     with state.reader() as r:
         result = queue.queue_page(r, status=chosen, server=server or None, page=max(1, page_no))
         all_servers = queue.servers(r)
+        approvals = queue_approvals(state, r, result.rows)
     return state.page(
         request,
         "queue.html",
@@ -44,6 +45,7 @@ def queue_view(
         server=server,
         statuses=STATUSES,
         servers=all_servers,
+        approvals=approvals,
         passkey=where.has_passkey(state, session.reviewer),
         approved=max(0, approved),
     )

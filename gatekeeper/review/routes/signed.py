@@ -24,9 +24,9 @@ from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.review import where
 from gatekeeper.review.access import State, unsafe
 from gatekeeper.review.errors import ReviewError
-from gatekeeper.review.proposals import detail
 from gatekeeper.review.state import ReviewState
 from gatekeeper.store.decisions import MAX_BATCH, Shown
+from gatekeeper.store.queries import Reader
 from gatekeeper.store.reviews import Session
 
 router = APIRouter(prefix="/api")
@@ -51,7 +51,7 @@ def answered() -> Iterator[None]:
 
 
 def challenge_for(request: Request, state: ReviewState, session: Session, ids: list[str]) -> JSONResponse:
-    if not where.on_localhost(request):
+    if not where.on_localhost(request, state):
         raise ReviewError(409, where.not_localhost_message(state))
     credentials = [p.credential_id for p in state.store.passkeys(session.reviewer)]
     if not credentials:
@@ -140,7 +140,8 @@ def approve_selected(
     """``items``: what the queue showed for each selected proposal (id, sha256, path, mode), in
     the challenge's order."""
     proof = proof_of(nonce, digests, credential)
-    shown = [shown_of(state, item) for item in listed_items(items)]
+    with state.reader() as reader:  # one connection for the whole selection (on PostgreSQL each costs a backend)
+        shown = [shown_of(reader, item) for item in listed_items(items)]
     with answered():
         state.store.approve_batch(shown, reviewer=session.reviewer, proof=proof, rules=state.rules)
     return JSONResponse({"approved": [s.proposal_id for s in shown]})
@@ -156,11 +157,13 @@ def listed_items(items: str) -> list[dict[str, Any]]:
     return listed
 
 
-def shown_of(state: ReviewState, item: dict[str, Any]) -> Shown:
+def shown_of(reader: Reader, item: dict[str, Any]) -> Shown:
     """One selected row as the queue showed it; the base (not shown there) is the stored one,
     which the signed digest covers anyway."""
     pid = str(item.get("id", ""))
-    stored = detail(state, pid)
+    stored = reader.proposal(pid)
+    if stored is None:
+        raise ReviewError(404, f"No proposal {pid}.")
     return Shown(
         pid,
         str(item.get("sha256", "")),
