@@ -45,7 +45,6 @@ from fastpath_setup import (
     FULL_SIZES,
     P50_RATIO,
     P99_RATIO,
-    PROXIES,
     PY,
     QUICK_SIZES,
     REPO,
@@ -57,6 +56,7 @@ from fastpath_setup import (
     Sizes,
     Skipped,
     available,
+    cpu_seconds,
     ensure_fastmcp,
     ensure_filesystem,
     filesystem,
@@ -121,7 +121,7 @@ def raw_phase(run: Run, server: Server, setup: Setup, sizes: Sizes) -> None:
             stack.callback(client.close)
             cold[name].append(client.handshake())
             clients[name] = client
-        for name in PROXIES:
+        for name in names[1:]:
             if name in clients:
                 run.values[f"{server.key} {name} RSS idle"] = rss_mib(clients[name].proc.pid)
         log(f"[fastpath] {server.key} raw: {sizes.warmup} warm-up + {sizes.raw_calls} timed calls per variant")
@@ -129,12 +129,16 @@ def raw_phase(run: Run, server: Server, setup: Setup, sizes: Sizes) -> None:
         times = round_robin(names, sizes.raw_calls, lambda n: clients[n].call(server.tool, server.args))
         latency_rows(run, f"{server.key} raw", times)
         log(f"[fastpath] {server.key}: soak each proxy to {sizes.soak_calls} calls, then its RSS")
-        for name in PROXIES:
+        for name in names[1:]:
             if name in clients:
                 client = clients[name]
+                calls, cpu = client.calls, cpu_seconds(client.proc.pid)
                 while client.calls < sizes.soak_calls:
                     client.call(server.tool, server.args)
                 run.values[f"{server.key} {name} RSS after calls"] = rss_mib(client.proc.pid)
+                if client.calls > calls:  # the proxy's own CPU per call (not its child's), µs
+                    cpu_us = (cpu_seconds(client.proc.pid) - cpu) / (client.calls - calls) * 1e6
+                    run.values[f"{server.key} {name} CPU per call"] = cpu_us
     for name, pairs in cold.items():
         run.values[f"{server.key} cold {name} initialize"] = statistics.median(p[0] for p in pairs)
         run.values[f"{server.key} cold {name} tools/list"] = statistics.median(p[1] for p in pairs)
@@ -228,7 +232,8 @@ def one_run(setup: Setup, servers: list[Server], sizes: Sizes) -> Run:
 # -- the table -------------------------------------------------------------------------------------
 
 
-GROUPS = (("cold", "F2."), ("RSS", "F3."), ("start-up", "F4."), ("", "F1."))  # row name part -> table group
+# row name part -> table group
+GROUPS = (("cold", "F2."), ("RSS", "F3."), ("CPU", "F3."), ("start-up", "F4."), ("", "F1."))
 
 
 def figures(runs: list[Run], servers: list[Server], setup: Setup, skipped: list[Figure]) -> list[Figure]:
@@ -266,25 +271,27 @@ def figures(runs: list[Run], servers: list[Server], setup: Setup, skipped: list[
         for r, m in zip(runs, margins, strict=True):
             r.values[f"{server.key} cold gatekeeper minus direct"] = m
         out.append(row(f"{server.key} cold gatekeeper minus direct", "s", COLD_MARGIN_S))
-        for name in PROXIES:
-            if name in names:
-                gate = name == "gatekeeper"
-                out.append(row(f"{server.key} {name} RSS idle", "MiB", RSS_MIB if gate else None))
-                out.append(row(f"{server.key} {name} RSS after calls", "MiB"))
+        for name in names[1:]:
+            gate = name == "gatekeeper"
+            out.append(row(f"{server.key} {name} RSS idle", "MiB", RSS_MIB if gate else None))
+            out.append(row(f"{server.key} {name} RSS after calls", "MiB"))
+            out.append(row(f"{server.key} {name} CPU per call", "µs"))
     out.append(row("start-up: python -c pass wall", "s"))
     out.append(row("start-up: import proxy modules wall", "s"))
     out.append(row("start-up: import proxy modules (importtime)", "s"))
     return [*(f for f in out if f is not None), *skipped]
 
 
-def run_in(base: Path, sizes: Sizes, runs: int, profile: bool) -> tuple[list[Figure], list[str]]:
+def run_in(
+    base: Path, sizes: Sizes, runs: int, profile: bool, only: tuple[str, ...] = (), baseline: Path | None = None
+) -> tuple[list[Figure], list[str]]:
     """All fast-path rows (medians over ``runs``) and the notes, built in ``base``."""
     skipped: list[Figure] = []
     fastmcp = ensure_fastmcp()
     if isinstance(fastmcp, str):
         skipped.append(Skipped("F0. fastmcp proxy", 0.0, "", note=fastmcp))
     fs = ensure_filesystem()
-    setup = Setup(base, make_home(base / "home").path, fastmcp)
+    setup = Setup(base, make_home(base / "home").path, fastmcp, only=only, baseline=baseline)
     servers = [notes(base)]
     if isinstance(fs, Path):
         servers.append(filesystem(base, fs))
@@ -320,13 +327,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="few calls, one cold start each: a smoke test")
     parser.add_argument("--runs", type=int, default=1, help="repeat everything N times; rows show the median")
     parser.add_argument("--profile", action="store_true", help="also cProfile the Gatekeeper proxy process")
+    parser.add_argument("--only", default="", help="comma-separated variants to run (direct always runs)")
+    parser.add_argument(
+        "--baseline", type=Path, help="another checkout's proxy as variant gatekeeper-baseline (A/B in one run)"
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
         with tempfile.TemporaryDirectory(prefix="gatekeeper-fastpath-") as tmp:
             report = Report()
             sizes = QUICK_SIZES if args.quick else FULL_SIZES
-            rows, notes_out = run_in(Path(tmp), sizes, args.runs, args.profile)
+            only = tuple(n.strip() for n in args.only.split(",") if n.strip())
+            rows, notes_out = run_in(Path(tmp), sizes, args.runs, args.profile, only, args.baseline)
             for figure in rows:
                 report.add(figure)
             report.notes += notes_out

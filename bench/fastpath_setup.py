@@ -30,8 +30,16 @@ FASTMCP_VENV = CACHE / "fastmcp-venv"
 PROTOCOL = "2025-11-25"  # the filesystem server speaks only this one
 
 P50_RATIO, P99_RATIO, COLD_MARGIN_S, RSS_MIB = 1.2, 1.3, 0.3, 50.0
-VARIANTS = ("direct", "gatekeeper", "relay-poll", "relay-asyncio", "fastmcp")
-PROXIES = VARIANTS[1:]
+VARIANTS = (
+    "direct",
+    "gatekeeper",
+    "gatekeeper-asyncio",
+    "relay-poll",
+    "relay-selectors",
+    "relay-asyncio",
+    "relay-uvloop",
+    "fastmcp",
+)
 
 # FastMCP's own proxy, run by the venv's python: ``python -c FASTMCP_PROXY COMMAND ARGS...``.
 FASTMCP_PROXY = """
@@ -193,16 +201,21 @@ class Setup:
     home: Path
     fastmcp: Path | str  # the venv's python, or why it is missing
     profile_dir: Path | None = None
+    only: tuple[str, ...] = ()  # ``--only``: these variants (and direct), else all
+    baseline: Path | None = None  # ``--baseline DIR``: also the proxy of another checkout, same run
 
 
 def launch(variant: str, server: Server, setup: Setup) -> Launch:
     """The command line of ``variant`` in front of ``server``."""
     if variant == "direct":
         return Launch(server.argv, server.env)
-    if variant == "gatekeeper":
+    if variant == "gatekeeper" or variant.startswith("gatekeeper-"):
         policy = setup.work / f"policy-{server.key}.yaml"
         policy.write_text("version: 1\nservers:\n" + server.policy)
-        env = {"GATEKEEPER_HOME": str(setup.home), "PYTHONPATH": str(REPO), "GATEKEEPER_START_TIMEOUT": "20"}
+        code = setup.baseline if variant == "gatekeeper-baseline" and setup.baseline else REPO
+        env = {"GATEKEEPER_HOME": str(setup.home), "PYTHONPATH": str(code), "GATEKEEPER_START_TIMEOUT": "20"}
+        if variant.startswith("gatekeeper-") and variant != "gatekeeper-baseline":  # another loop (GATEKEEPER_LOOP)
+            env["GATEKEEPER_LOOP"] = variant.removeprefix("gatekeeper-")
         args = ["-m", "gatekeeper", "proxy", "--policy", str(policy)]
         if setup.profile_dir is not None:
             out = setup.profile_dir / f"gatekeeper-{server.key}-{time.monotonic_ns()}.prof"
@@ -216,7 +229,10 @@ def launch(variant: str, server: Server, setup: Setup) -> Launch:
 
 
 def available(setup: Setup) -> tuple[str, ...]:
-    return tuple(v for v in VARIANTS if v != "fastmcp" or isinstance(setup.fastmcp, Path))
+    names = [v for v in VARIANTS if v != "fastmcp" or isinstance(setup.fastmcp, Path)]
+    if setup.baseline is not None:
+        names.insert(names.index("gatekeeper") + 1, "gatekeeper-baseline")
+    return tuple(n for n in names if not setup.only or n == "direct" or n in setup.only)
 
 
 def rss_mib(pid: int) -> float:
@@ -225,6 +241,12 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process (not its children), from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 # -- the raw JSON-RPC client -----------------------------------------------------------------------

@@ -35,6 +35,7 @@ NEVER = (
     "gatekeeper.review",
     "webauthn",  # only where an approval's assertion is verified: the review page, the committer
     "argon2",  # only where a password is checked (the review page, a step-up approval)
+    "httpcore2",  # only for a url server's pinned connection pool (proxy/pinned.py); none here
     "gatekeeper.passwords",
     "gatekeeper.store.schema",
     "gatekeeper.store.engine",

@@ -15,14 +15,13 @@ import logging
 import os
 import signal
 import subprocess
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import TextIO
 
 import anyio
-import anyio.lowlevel
 import mcp_types
-from anyio.abc import Process
 from mcp import StdioServerParameters
 from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
@@ -40,6 +39,7 @@ log = logging.getLogger("gatekeeper.proxy")
 
 
 _PIPE_HIGH_WATER = 1024 * 1024  # bytes buffered toward the child before raw writes step aside
+_QUEUE_HIGH, _QUEUE_LOW = 64, 16  # the child's lines waiting for the SDK client: pause reading above, resume below
 
 
 class ChildPipe:
@@ -57,8 +57,8 @@ class ChildPipe:
         self.on_end: Callable[[ChildPipe], None] | None = None
         self.on_trouble: Callable[..., None] | None = None  # never called: a pipe's troubles end it (on_end)
 
-    def attach(self, process: Process | _Adopted) -> None:
-        writer = getattr(process.stdin, "_stream", None)  # anyio's asyncio stream wrapper
+    def attach(self, process: _Child) -> None:
+        writer = getattr(process.stdin, "_stream", None)  # _ChildIn's asyncio StreamWriter
         if isinstance(writer, asyncio.StreamWriter):
             self._writer, self.alive = writer, True
 
@@ -105,7 +105,7 @@ async def child_stdio(
 ) -> AsyncIterator[TransportStreams]:
     """Spawn the server (or ``adopt`` the one proxy/early.py started with the same parameters),
     bridge its pipes to the session's streams, and always end it on exit."""
-    process = await _start(params, errlog, adopt)
+    process = await _start(params, errlog, adopt, pipe)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -113,18 +113,17 @@ async def child_stdio(
         pipe.attach(process)
 
     async def stdout_reader() -> None:
-        assert process.stdout is not None
+        out = process.stdout
         try:
             with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError, OSError):
                 async with read_writer:
-                    buffer = b""
-                    async for chunk in process.stdout:
-                        lines = (buffer + chunk).split(b"\n")
-                        buffer = lines.pop()
-                        for line in lines:
+                    while (line := await out.next_line()) is not None:
+                        try:
                             if pipe is not None and pipe.offer(line.rstrip(b"\r")):
                                 continue
                             await read_writer.send(_parse(line.decode("utf-8", "replace")))
+                        finally:
+                            out.done()
         finally:
             if pipe is not None:
                 pipe.ended()
@@ -153,23 +152,25 @@ async def child_stdio(
 
 
 async def _start(
-    params: StdioServerParameters, errlog: TextIO, adopt: subprocess.Popen[bytes] | None
-) -> Process | _Adopted:
-    """The running child: the adopted early one, or a new process."""
-    if adopt is not None:
-        try:
-            return await _adopt(adopt)
-        except BaseException:  # cancelled before it was ours: it must not outlive us
-            early.kill(adopt)
-            raise
-    return await anyio.open_process(
-        [params.command, *params.args],
-        env=child_environment(params),
-        stderr=errlog,
-        cwd=params.cwd,
-        start_new_session=True,
-        umask=user_umask(),  # not the proxy's private 077: files the server makes are the user's
-    )
+    params: StdioServerParameters, errlog: TextIO, adopt: subprocess.Popen[bytes] | None, pipe: ChildPipe | None
+) -> _Child:
+    """The running child: the adopted early one, or a new process, its pipes on the running loop."""
+    if adopt is None:
+        adopt = subprocess.Popen(  # as proxy/early.py starts it: the same pipes either way
+            [params.command, *params.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errlog,
+            env=child_environment(params),
+            cwd=params.cwd,
+            start_new_session=True,
+            umask=user_umask(),  # not the proxy's private 077: files the server makes are the user's
+        )
+    try:
+        return await _adopt(adopt, pipe)
+    except BaseException:  # cancelled before it was ours: it must not outlive us
+        early.kill(adopt)
+        raise
 
 
 def child_environment(params: StdioServerParameters) -> dict[str, str]:
@@ -185,7 +186,7 @@ def _parse(line: str) -> SessionMessage | Exception:
         return exc
 
 
-async def stop(process: Process | _Adopted) -> None:
+async def stop(process: _Child) -> None:
     """End the child: close its stdin, a short grace, SIGTERM to its group, then SIGKILL."""
     start = anyio.current_time()
     how = "stdin EOF"
@@ -204,9 +205,6 @@ async def stop(process: Process | _Adopted) -> None:
     with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         if process.stdout is not None:
             await process.stdout.aclose()
-    transport = getattr(getattr(process, "_process", None), "_transport", None)
-    with suppress(Exception):  # else asyncio warns at GC about a transport left open
-        transport.close()  # type: ignore[union-attr]
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
@@ -214,7 +212,7 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)  # the child leads its own group (start_new_session)
 
 
-async def _exited(process: Process | _Adopted, timeout: float) -> bool:
+async def _exited(process: _Child, timeout: float) -> bool:
     """Poll the return code: ``process.wait()`` also waits for pipe EOF, which a grandchild may hold."""
     deadline = anyio.current_time() + timeout
     while process.returncode is None:
@@ -224,11 +222,11 @@ async def _exited(process: Process | _Adopted, timeout: float) -> bool:
     return True
 
 
-class _AdoptedStdin:
-    """The adopted child's stdin, with the two calls child_stdio and ``stop`` make on anyio's."""
+class _ChildIn:
+    """The child's stdin, with the two calls child_stdio and ``stop`` make on it."""
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._stream = writer  # the name ChildPipe.attach looks for, as on anyio's wrapper
+        self._stream = writer  # the name ChildPipe.attach looks for
 
     async def send(self, data: bytes) -> None:
         self._stream.write(data)
@@ -240,27 +238,82 @@ class _AdoptedStdin:
             await self._stream.wait_closed()
 
 
-class _AdoptedStdout:
-    def __init__(self, reader: asyncio.StreamReader, transport: asyncio.BaseTransport) -> None:
-        self._reader, self._transport = reader, transport
+class _ChildOut(asyncio.Protocol):
+    """The child's stdout, split into lines as the bytes arrive.
 
-    def __aiter__(self) -> _AdoptedStdout:
-        return self
+    Why not a stream read by a task: the fast path's answers (``ChildPipe.offer``) are taken here,
+    in the loop's read callback, and written to the host at once; a task would cost another turn
+    of the loop per answer. Lines the tap does not take, and every line behind one still waiting
+    for the SDK client, queue in order for ``next_line``.
+    """
 
-    async def __anext__(self) -> bytes:
-        chunk = await self._reader.read(65536)
-        if not chunk:
-            raise StopAsyncIteration
-        return chunk
+    def __init__(self, pipe: ChildPipe | None) -> None:
+        self._pipe = pipe
+        self._buffer = bytearray()
+        self._lines: deque[bytes] = deque()
+        self._wake = asyncio.Event()
+        self._busy = False  # a line is out with the reader task (it may still be on its way)
+        self._ended = False
+        self.transport: asyncio.ReadTransport | None = None
+        self._paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        start = 0
+        pipe, lines = self._pipe, self._lines
+        while (end := buffer.find(b"\n", start)) >= 0:
+            line = bytes(buffer[start:end])
+            start = end + 1
+            if not lines and not self._busy and pipe is not None and pipe.offer(line.rstrip(b"\r")):
+                continue
+            lines.append(line)
+        del buffer[:start]
+        if lines:
+            self._wake.set()
+            if len(lines) > _QUEUE_HIGH and not self._paused and self.transport is not None:
+                self._paused = True
+                self.transport.pause_reading()
+
+    def eof_received(self) -> bool:
+        self._end()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end()
+
+    def _end(self) -> None:
+        self._ended = True  # a last line without its newline is dropped, as ever
+        self._wake.set()
+
+    async def next_line(self) -> bytes | None:
+        """The next queued line (``done`` when handled), or None once stdout has ended."""
+        while not self._lines:
+            if self._ended:
+                return None
+            self._wake.clear()
+            await self._wake.wait()
+        if self._paused and len(self._lines) < _QUEUE_LOW and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        self._busy = True
+        return self._lines.popleft()
+
+    def done(self) -> None:
+        self._busy = False
 
     async def aclose(self) -> None:
-        self._transport.close()
+        if self.transport is not None:
+            self.transport.close()
 
 
-class _Adopted:
-    """A child spawned early (proxy/early.py), shaped like the anyio ``Process`` the rest expects."""
+class _Child:
+    """A child process on the running loop: its pipes as above, its exit polled from the ``Popen``."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], stdin: _AdoptedStdin, stdout: _AdoptedStdout) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], stdin: _ChildIn, stdout: _ChildOut) -> None:
         self._popen, self.stdin, self.stdout = popen, stdin, stdout
         self.pid = popen.pid
 
@@ -269,14 +322,13 @@ class _Adopted:
         return self._popen.poll()
 
 
-async def _adopt(popen: subprocess.Popen[bytes]) -> _Adopted:
-    """Put the early child's pipes on the running loop, as asyncio's own subprocess streams."""
+async def _adopt(popen: subprocess.Popen[bytes], pipe: ChildPipe | None = None) -> _Child:
+    """Put the child's pipes on the running loop (an early child's, or one just started)."""
     assert popen.stdin is not None and popen.stdout is not None
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=2**20, loop=loop)
-    read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), popen.stdout)
+    _, stdout = await loop.connect_read_pipe(lambda: _ChildOut(pipe), popen.stdout)
     write_transport, protocol = await loop.connect_write_pipe(
         lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), popen.stdin
     )
     writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
-    return _Adopted(popen, _AdoptedStdin(writer), _AdoptedStdout(reader, read_transport))
+    return _Child(popen, _ChildIn(writer), stdout)

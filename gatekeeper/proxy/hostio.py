@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import stat
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -52,6 +53,8 @@ class HostOut:
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
+        if not pollable(self._fd):
+            return  # a regular file: blocking writes never stall for long
         try:
             file = os.fdopen(self._fd, "wb", closefd=False)
             transport, protocol = await loop.connect_write_pipe(_OutProtocol, file)
@@ -231,6 +234,16 @@ class HostIn:
                 await send.send(SessionMessage(outcome))
 
 
+def pollable(fd: int) -> bool:
+    """True for a pipe or a socket: what every event loop can watch. Asked before the loop is:
+    asyncio refuses a regular file with ValueError, but uvloop (libuv) aborts the process."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 def _claim(fd: int, diversion: Callable[[], int]) -> int | None:
     """A private duplicate of ``fd`` (kept off 0-2), with ``fd`` pointed at ``diversion``."""
     import fcntl
@@ -277,6 +290,8 @@ async def host_stdio(
     transport: asyncio.BaseTransport | None = None
     source = os.fdopen(in_fd, "rb", closefd=False) if in_fd is not None else sys.stdin.buffer
     try:
+        if not pollable(source.fileno()):
+            raise ValueError("not a pipe or socket")
         transport, protocol = await asyncio.get_running_loop().connect_read_pipe(lambda: _InProtocol(host_in), source)
         host_in.protocol = protocol
     except (ValueError, OSError):  # not a pipe (a regular file): read it in a thread, as before

@@ -17,13 +17,12 @@ import os
 import secrets
 import ssl
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
-import httpcore2
 import httpx2
 import orjson
 from mcp import MCPError, types
@@ -142,37 +141,6 @@ def described(exc: BaseException) -> str | None:
     return exc.error.message if isinstance(exc, MCPError) and _kind(exc) else None
 
 
-class _Pinned(httpcore2.AsyncNetworkBackend):
-    """Connects to the checked addresses only: the HTTP library never resolves the name again."""
-
-    def __init__(self, target: Target) -> None:
-        self._target = target
-        self._backend = httpcore2.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        if host.strip("[]").lower() != self._target.host:
-            raise httpcore2.ConnectError(f"refusing to connect to {host!r}: only {self._target.host!r} was checked")
-        last: Exception = httpcore2.ConnectError("no address")
-        for address in self._target.addresses:
-            try:
-                return await self._backend.connect_tcp(
-                    address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
-                )
-            except httpcore2.ConnectError as exc:
-                last = exc
-        raise last
-
-    async def sleep(self, seconds: float) -> None:
-        await anyio.sleep(seconds)
-
-
 class BodyError(httpx2.SSEError, httpx2.StreamError):
     """Reading an answer failed (over the limit, timed out): the SDK reports it for that request."""
 
@@ -234,7 +202,11 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
     ) -> None:
         super().__init__(trust_env=False)
         context = verify or httpx2.create_ssl_context(trust_env=False)  # the system's CAs; tests bring their own
-        self._pool = httpcore2.AsyncConnectionPool(ssl_context=context, network_backend=_Pinned(target))
+        import httpcore2  # here, not at import: only a url server needs it (~30 ms of the proxy's start)
+
+        from gatekeeper.proxy.pinned import Pinned
+
+        self._pool = httpcore2.AsyncConnectionPool(ssl_context=context, network_backend=Pinned(target))
         self._name, self._target, self._errlog, self._limit = name, target, errlog, limit
         self.session_id: str | None = None  # what the SDK transport sends (the fast path sends the same)
         self.protocol_version: str | None = None
