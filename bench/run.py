@@ -42,8 +42,9 @@ def run_all(work: Path, s: Settings, report: Report) -> None:
     audit_bench.audit_verify(db, s, report)
     for row in commit_bench.figures(work, quick=s.quick, log=log):
         report.add(Figure(**row))
-    for figure in team_bench.run(s.quick, work):  # after figure 3: T4 copies its database
-        report.add(figure)
+    if not s.quick:  # the smoke sizes of the team rows have a test of their own (team_bench.py --smoke)
+        for figure in team_bench.run(s.quick, work):  # after figure 3: T4 copies its database
+            report.add(figure)
     for figure in [*proxy_bench.run(s.quick, work), *review_bench.run(s.quick, work), *change_bench.run(s.quick, work)]:
         report.add(figure)
     for figure in fastpath_bench.run(s.quick, work):
