@@ -15,6 +15,7 @@ import shutil
 import sqlite3
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,26 @@ class Copies:
         for url in self.made:
             assert self.server is not None
             self.server.drop(url)
+
+
+@contextmanager
+def own_cluster(database: str = "gk", *, migrated: bool = True) -> Iterator[Cluster]:
+    """A cluster of the test's own, to kill and restart (the session's stays up for the other
+    tests), holding one database, migrated unless the test migrates it its own way."""
+    try:
+        own = Cluster(install()).start()
+    except PostgresUnavailable as exc:
+        missing("PostgreSQL", f"{exc} (`make postgres` installs it)")
+    try:
+        import psycopg
+
+        with psycopg.connect(own.conninfo(), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {database}")
+        if migrated:
+            migrate.upgrade(PostgresUrl(own.url(database)))
+        yield own
+    finally:
+        own.remove()
 
 
 def database_name(url: PostgresUrl) -> str:

@@ -11,34 +11,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
-from gatekeeper.store import migrate
 from gatekeeper.store.backends import DatabaseUnreachable
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.target import PostgresUrl
 from tests.commit_support import Committer, commit_env, make_world
 from tests.helpers import wait_until
-from tests.pg_support import Cluster, PostgresUnavailable, install
-from tests.requirements import missing
+from tests.pg_support import Cluster, own_cluster
 from tests.test_commit_machines import audit_ok, files_in, once_per_proposal, propose_for, results
 
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
-    """A cluster of this test's own: the session's stays up for the other tests."""
-    try:
-        own = Cluster(install()).start()
-    except PostgresUnavailable as exc:
-        missing("PostgreSQL", f"{exc} (`make postgres` installs it)")
-    try:
-        with psycopg.connect(own.conninfo(), autocommit=True) as conn:
-            conn.execute("CREATE DATABASE gk")
-        migrate.upgrade(PostgresUrl(own.url("gk")))
+    with own_cluster() as own:
         yield own
-    finally:
-        own.remove()
 
 
 def text(path: Path) -> str:

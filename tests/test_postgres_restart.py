@@ -11,20 +11,17 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
 from gatekeeper.audit.verify import verify_chain
-from gatekeeper.store import migrate
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 from gatekeeper.store.target import PostgresUrl
 from tests.helpers import draft, wait_until
-from tests.pg_support import Cluster, PostgresUnavailable, install
-from tests.requirements import missing
+from tests.pg_support import Cluster, own_cluster
 
 WRITERS = 4
 ITERATIONS = 120
@@ -32,18 +29,9 @@ KILLS = 2
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    try:
-        own = Cluster(install()).start()
-    except PostgresUnavailable as exc:
-        missing("PostgreSQL", f"{exc} (`make postgres` installs it)")
-    try:
-        with psycopg.connect(own.conninfo(), autocommit=True) as conn:
-            conn.execute("CREATE DATABASE gk")
-        migrate.upgrade(PostgresUrl(own.url("gk")))
+def cluster() -> Iterator[Cluster]:
+    with own_cluster() as own:
         yield own
-    finally:
-        own.remove()
 
 
 def _writer(url: str, worker: int, go: Any, out: mp.Queue) -> None:

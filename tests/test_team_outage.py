@@ -10,10 +10,8 @@ a race with the kill.
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,6 @@ import anyio
 import anyio.to_thread
 import psycopg
 import pytest
-from mcp import Client
 
 from gatekeeper.audit.verify import verify_chain
 from gatekeeper.home import Home
@@ -30,42 +27,23 @@ from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 from gatekeeper.store.target import ENV_DATABASE_URL
 from tests.helpers import await_until, draft, make_home, wait_until
-from tests.pg_support import Cluster, PostgresUnavailable, install
+from tests.pg_support import Cluster, own_cluster
 from tests.process_support import Lines
-from tests.proxy_support import proxy_params, write_policy
-from tests.requirements import missing
+from tests.proxy_support import write_policy
 from tests.review_support import PASSWORD, Page, free_port, hashed, review_process, start_up
+from tests.test_team_runtime import proxied_on
 
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
-    try:
-        own = Cluster(install()).start()
-    except PostgresUnavailable as exc:
-        missing("PostgreSQL", f"{exc} (`make postgres` installs it)")
-    try:
-        with psycopg.connect(own.conninfo(), autocommit=True) as conn:
-            conn.execute("CREATE DATABASE gk")
+    with own_cluster(migrated=False) as own:  # make_home migrates it
         yield own
-    finally:
-        own.remove()
 
 
 @pytest.fixture
 def team_home(tmp_path: Path, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Home:
     monkeypatch.setenv(ENV_DATABASE_URL, cluster.url("gk"))
     return make_home(tmp_path / "home")  # migrates the cluster's database
-
-
-@asynccontextmanager
-async def proxied_on(policy: Path, home: Home) -> AsyncIterator[Client]:
-    from mcp.client.stdio import stdio_client
-
-    params = proxy_params(policy, home.path)
-    params.env = {**(params.env or {}), ENV_DATABASE_URL: os.environ[ENV_DATABASE_URL]}
-    with open(home.path / "proxy-stderr.log", "a") as errlog:
-        async with Client(stdio_client(params, errlog=errlog), cache=None) as client:
-            yield client
 
 
 def waiting_on_the_chain_lock(cluster: Cluster) -> bool:
