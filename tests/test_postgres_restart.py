@@ -95,3 +95,19 @@ def test_writers_survive_a_killed_and_restarted_server(cluster: Cluster) -> None
     assert log.count("database system was interrupted") >= KILLS or log.count("not properly shut down") >= KILLS, (
         "the server never went through crash recovery: the kills did not happen mid-run"
     )
+
+
+def test_the_first_write_after_a_restart_does_not_fail(cluster: Cluster) -> None:
+    """The store keeps its writer connection open between transactions; after a restart the
+    server has dropped it. The first transaction finds it dead at BEGIN, before anything was sent,
+    and takes a new one: no write (not only the idempotent, retrying ones) fails for it."""
+    from gatekeeper.store.events import INIT
+
+    with Store(PostgresUrl(cluster.url("gk"))) as store:
+        store.append_event(INIT, "test", {"n": 1})  # the connection is now kept open
+        cluster.kill()
+        cluster.start()
+        second = store.append_event(INIT, "test", {"n": 2})  # not retried: must work at once
+        with Reader(PostgresUrl(cluster.url("gk"))) as reader:
+            payloads = [e[5] for e in reader.events(kind=INIT)]  # (seq, at, kind, actor, proposal_id, payload, ...)
+    assert second.seq > 1 and [json.loads(p)["n"] for p in payloads][-2:] == [1, 2]

@@ -79,12 +79,15 @@ def test_a_lost_connection_is_reconnected_for_idempotent_writes_and_reported_for
     again = store.propose(draft("notes/a.md"))  # reconnects; the proposal is found, not made twice
     assert (again.id, again.created) == (first.id, False)
     assert _terminate_others(home) == 1
-    with pytest.raises(DatabaseUnreachable, match=r"lost the connection to postgresql://gk@") as err:
-        store.append_event(ev.INIT, "test")  # a plain event is not retried: it could be written twice
+    store.append_event(ev.INIT, "test")  # found dead at BEGIN, before anything was sent: a new connection
+    lost = pytest.raises(DatabaseUnreachable, match=r"lost the connection to postgresql://gk@")
+    with lost as err, store.transaction() as tx:  # lost inside a transaction: not retried (could write twice)
+        assert _terminate_others(home) == 1
+        tx.append_event(ev.INIT, "test")
     assert "GATEKEEPER_DATABASE_URL" in str(err.value)
     store.append_event(ev.INIT, "test")  # the broken connection was dropped: the next write reconnects
     with Reader(home.database) as reader:
-        assert [e[2] for e in reader.events()] == ["proposal_created", "proposal_repeated", "init"]
+        assert [e[2] for e in reader.events()] == ["proposal_created", "proposal_repeated", "init", "init"]
 
 
 def test_a_server_refusal_is_not_mistaken_for_a_lost_connection(store: Store) -> None:

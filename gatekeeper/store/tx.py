@@ -136,24 +136,34 @@ class Transactions:
     def transaction(self) -> Iterator[Tx]:
         """BEGIN (with the write lock) ... COMMIT (ROLLBACK on any exception).
 
-        A lost PostgreSQL connection surfaces as ``DatabaseUnreachable``, never as a driver error.
+        A lost PostgreSQL connection surfaces as ``DatabaseUnreachable``, never as a driver error;
+        a kept-open connection found dead at BEGIN (the server restarted while it sat idle) is
+        replaced once, since nothing was sent yet, so the first write after a restart does not fail.
         """
-        backend, conn = self.backend, None
-        try:
-            with self.writer.connection() as conn:
-                cur = conn.cursor()
-                backend.begin_write(cur)
-                try:
-                    yield Tx(cur, backend.translate, backend.integrity_errors)
-                except BaseException:
-                    if backend.reusable(conn):
-                        cur.execute("ROLLBACK")
+        backend = self.backend
+        for fresh in (False, True):
+            conn = None
+            try:
+                with self.writer.connection() as conn:
+                    cur = conn.cursor()
+                    try:
+                        backend.begin_write(cur)
+                    except backend.lost_errors:
+                        if fresh or backend.reusable(conn):
+                            raise
+                        continue  # the kept connection died while idle (a restart): nothing written; a new one
+                    try:
+                        yield Tx(cur, backend.translate, backend.integrity_errors)
+                    except BaseException:
+                        if backend.reusable(conn):
+                            cur.execute("ROLLBACK")
+                        raise
+                    cur.execute("COMMIT")
+                    return
+            except backend.lost_errors as exc:
+                if conn is not None and backend.reusable(conn):  # the server said no (a timeout, a conflict)
                     raise
-                cur.execute("COMMIT")
-        except backend.lost_errors as exc:
-            if conn is not None and backend.reusable(conn):  # the server said no (a timeout, a conflict)
-                raise
-            raise lost(self.db_path, exc) from exc  # the connection broke: the pool has closed it
+                raise lost(self.db_path, exc) from exc  # the connection broke: the pool has closed it
 
     def retrying(self, work: Callable[[Tx], T], seconds: float = RETRY_SECONDS) -> T:
         """``work`` in one transaction; when the connection is lost, reconnect and run it again.
