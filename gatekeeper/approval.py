@@ -273,7 +273,7 @@ def verify_assertion(
     if client.origin not in rp.origins:
         raise ApprovalRefused(
             f"the assertion was made on {client.origin}, not on the review page ({' or '.join(rp.origins)})",
-            "open the review page at its localhost address",
+            f"open the review page at {rp.origins[0]}",
         )
     data = _authenticator_data(assertion)
     if data.rp_id_hash != hashlib.sha256(rp.rp_id.encode("utf-8")).digest():

@@ -106,7 +106,7 @@ def verify_registration(credential: Mapping[str, Any] | str, token: str, rp: Rel
     except InvalidRegistrationResponse as exc:
         raise EnrolmentRefused(
             f"the passkey could not be enrolled: {exc}",
-            "open the enrolment link at its localhost address, in a browser with passkeys, and verify yourself",
+            f"open the enrolment link at {rp.origins[0]}, in a browser with passkeys, and verify yourself",
         ) from None
     except Exception:  # py_webauthn's parsers raise their own errors on malformed input
         raise EnrolmentRefused("the passkey registration is malformed") from None

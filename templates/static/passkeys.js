@@ -78,7 +78,7 @@
         : await navigator.credentials.get({ publicKey: requestOptions(options) });
     } catch (e) {
       if (e && (e.name === "NotAllowedError" || e.name === "AbortError")) throw new Error(NOT_SIGNED);
-      if (e && e.name === "SecurityError") throw new Error("Passkeys work only at this page's localhost address. " + e.message);
+      if (e && e.name === "SecurityError") throw new Error("Passkeys work only at the review page's own address (its review_url; on one machine, localhost). " + e.message);
       if (e && e.name === "InvalidStateError") throw new Error("This authenticator already holds a passkey for you here.");
       throw new Error("The passkey could not be used: " + (e && e.message ? e.message : e));
     }
