@@ -15,6 +15,7 @@ from gatekeeper import signing
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.home import Home
 from gatekeeper.store import events as ev
+from gatekeeper.store.chain import EventRow
 from gatekeeper.store.follow import Changes, Follower
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
@@ -287,7 +288,7 @@ def test_changes_see_commits_of_other_connections_only(home: Home, store: Store)
         assert changes.changed()  # the first look always says yes
         assert not changes.changed()
         store.append_event(ev.INIT, "test")
-        assert changes.changed()
+        wait_until(changes.changed, 5, "the change (on PostgreSQL a NOTIFY, just after the COMMIT)")
         assert not changes.changed()
         assert Changes(r, fallback=0.0).changed() and Changes(r, fallback=0.0).changed()
 
@@ -300,12 +301,18 @@ def test_follower_yields_new_events_after_a_seq_with_its_filters(home: Home, sto
         assert [e[2] for e in everything.poll()] == [ev.REVIEWER_ADDED]
         assert from_now.poll() == [] and everything.poll() == []
         p = store.propose(draft())
-        assert [e[2] for e in from_now.poll()] == [ev.PROPOSAL_CREATED]
-        assert [(e[0], e[4]) for e in only_proposals.poll()] == [(2, p.id)]
+        assert [e[2] for e in arrived(from_now)] == [ev.PROPOSAL_CREATED]
+        assert [(e[0], e[4]) for e in arrived(only_proposals)] == [(2, p.id)]
         store.propose(draft("notes/b.md"))
         batches = Follower(r, 1).follow(threading.Event())
         assert [e[0] for e in next(batches)] == [2, 3]
-        assert [e[0] for e in everything.poll()] == [2, 3]
+        assert [e[0] for e in arrived(everything)] == [2, 3]
+
+
+def arrived(follower: Follower) -> list[EventRow]:
+    """The follower's next non-empty batch. On PostgreSQL the change signal is a NOTIFY, delivered
+    just after the writer's COMMIT, so a look right after it may come first and see nothing yet."""
+    return wait_until(follower.poll, 5, "the new events")
 
 
 def test_no_sql_outside_the_store() -> None:
