@@ -7,6 +7,7 @@ import cycle. Progress goes to stderr; stdout holds only the table.
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import sqlite3
 import statistics
@@ -18,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from gatekeeper.canonical import format_ts, utc_now
 from gatekeeper.home import Home, ensure_keys
@@ -127,6 +129,26 @@ async def interleaved(
             await calls[side]()
             times[side].append((time.perf_counter() - start) * 1000)
     return times
+
+
+def spawn_writers(target: Callable[..., None], database: str, tag: str, s: Settings) -> list[dict[str, Any]]:
+    """``s.writers`` spawned processes running ``target(database, tag+pK, seconds, barrier, results)``,
+    released together by the barrier; each puts one dict on ``results`` (``{"crash": ...}`` on failure)."""
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(s.writers), ctx.Queue()
+    procs = [
+        ctx.Process(target=target, args=(database, f"{tag}p{k}", s.multi_seconds, barrier, results))
+        for k in range(s.writers)
+    ]
+    for p in procs:
+        p.start()
+    outs = [results.get(timeout=s.multi_seconds + 180) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    crashes = [o["crash"] for o in outs if "crash" in o]
+    if crashes:
+        raise RuntimeError(f"writer process crashed: {crashes}")
+    return outs
 
 
 def p50(xs: list[float]) -> float:

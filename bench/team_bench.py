@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import multiprocessing as mp
 import os
 import shutil
 import statistics
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bigdb import BigDb, load_or_build
-from harness import FULL, QUICK, Figure, Report, Settings, draft, log, make_home, print_table
+from harness import FULL, QUICK, Figure, Report, Settings, draft, log, make_home, print_table, spawn_writers
 from teamdb import COMMIT_FILES, PgServer, approved_bed, copy_history, pg_home
 
 from gatekeeper.audit.verify import verify_chain
@@ -145,21 +144,7 @@ def writer_process(url: str, tag: str, seconds: float, barrier: Any, results: An
 
 
 def writer_run(db: Database, s: Settings, tag: str) -> list[dict[str, Any]]:
-    ctx = mp.get_context("spawn")
-    barrier, results = ctx.Barrier(s.writers), ctx.Queue()
-    procs = [
-        ctx.Process(target=writer_process, args=(as_url(db), f"{tag}p{k}", s.multi_seconds, barrier, results))
-        for k in range(s.writers)
-    ]
-    for p in procs:
-        p.start()
-    outs = [results.get(timeout=s.multi_seconds + 180) for _ in procs]
-    for p in procs:
-        p.join(timeout=30)
-    crashes = [o["crash"] for o in outs if "crash" in o]
-    if crashes:
-        raise RuntimeError(f"writer process crashed: {crashes}")
-    return outs
+    return spawn_writers(writer_process, as_url(db), tag, s)
 
 
 def many_writers(dbs: dict[str, Database], s: Settings) -> list[Figure]:

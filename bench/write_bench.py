@@ -8,7 +8,6 @@ apart from a slow disk. The writer processes are ``spawn``ed, each with its own 
 from __future__ import annotations
 
 import hashlib
-import multiprocessing as mp
 import sqlite3
 import statistics
 import time
@@ -16,7 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from harness import Figure, Report, Settings, count_rows, draft, log, make_home
+from harness import Figure, Report, Settings, count_rows, draft, log, make_home, spawn_writers
 
 from gatekeeper.audit.verify import verify_chain
 from gatekeeper.canonical import canonical_json, new_id, now_ts
@@ -156,21 +155,7 @@ def writer_process(db: str, tag: str, seconds: float, barrier: Any, results: Any
 
 def writer_runs(db: Path, s: Settings, run: int) -> list[dict[str, Any]]:
     """One run of ``s.writers`` spawned writer processes on ``db``, released together by a barrier."""
-    ctx = mp.get_context("spawn")
-    barrier, results = ctx.Barrier(s.writers), ctx.Queue()
-    procs = [
-        ctx.Process(target=writer_process, args=(str(db), f"r{run}p{k}", s.multi_seconds, barrier, results))
-        for k in range(s.writers)
-    ]
-    for p in procs:
-        p.start()
-    outs = [results.get(timeout=s.multi_seconds + 180) for _ in procs]
-    for p in procs:
-        p.join(timeout=30)
-    crashes = [o["crash"] for o in outs if "crash" in o]
-    if crashes:
-        raise RuntimeError(f"writer process crashed: {crashes}")
-    return outs
+    return spawn_writers(writer_process, str(db), f"r{run}", s)
 
 
 def many_writers(work: Path, s: Settings, report: Report) -> None:
