@@ -607,6 +607,7 @@ def test_every_command_that_reads_a_policy_shares_one_policy_option() -> None:
         "proxy",
         "revert",
         "review",  # approve_with
+        "review login-link",  # the link's origin
         "reviewer add",  # the enrolment link's origin
         "reviewer enrol",
         "up",

@@ -27,6 +27,7 @@ from gatekeeper.policy import load_policy
 from gatekeeper.store.events import REQUEST_REFUSED
 from tests.commit_support import World, make_world, run_commit
 from tests.helpers import TEST_PASSWORD, line_queue, next_line
+from tests.passkey_browser_support import gatekeeper
 from tests.review_support import REPO, event_count, free_port
 from tests.tls_support import Pki, Served, csrf_of, make_pki, serve, set_review_site, trusting
 
@@ -220,6 +221,32 @@ def test_forged_forwarded_headers_from_an_untrusted_peer_are_ignored(proxied: Si
         assert log_in(c, cookie="gk_login", **forged).status_code == 303  # plain http, plain cookies
     with client(proxied, host=f"evil.test:{port}") as c:
         assert c.get("/login", headers=forged).status_code == 400
+
+
+def test_printed_links_use_the_public_review_url_and_work_through_the_proxy(
+    proxied: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`review login-link` and `reviewer enrol` print links at the policy's public review_url (the
+    page's loopback port means nothing to a teammate behind the proxy), and the log-in link works."""
+    world, port = proxied.world, proxied.served.port
+    monkeypatch.setenv("GATEKEEPER_POLICY", str(world.policy))  # as on the team's review machine
+    policy = ("--policy", str(world.policy))
+    login = gatekeeper(world, "review", "login-link", "alice")
+    assert login.returncode == 0, login.stderr
+    link = login.stdout.strip()
+    assert link.startswith("https://review.test/login/link?token="), link
+    explicit = gatekeeper(world, "review", "login-link", "alice", "--port", str(port), *policy)
+    assert explicit.stdout.startswith("https://review.test/login/link?token="), explicit.stdout  # still public
+    enrol = gatekeeper(world, "reviewer", "enrol", "alice", *policy)
+    assert enrol.returncode == 0, enrol.stderr
+    assert "give it to alice only" in enrol.stdout and "on this machine" not in enrol.stdout, enrol.stdout
+    assert enrol.stdout.strip().splitlines()[-1].startswith("https://review.test/enrol/"), enrol.stdout
+    hops = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "review.test"}
+    proxy = httpx.HTTPTransport(local_address="127.0.0.2")
+    with client(proxied, host=f"127.0.0.1:{port}", origin="https://review.test", transport=proxy) as c:
+        done = c.get(link.removeprefix("https://review.test"), headers=hops)
+    assert done.status_code == 303, done.text
+    assert "; secure" in set_cookie(done, "__Host-gk_session").lower()
 
 
 # -- refused before serving ---------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.commit_support import World, make_world, run_commit
-from tests.passkey_browser_support import gatekeeper, virtual_authenticator
+from tests.passkey_browser_support import error_shown, gatekeeper, virtual_authenticator
 from tests.requirements import require_chromium
 from tests.review_support import CHROMIUM, CHROMIUM_ARGS
 from tests.tls_support import Pki, make_pki, serve
@@ -89,3 +89,28 @@ def test_passkey_log_in_and_approve_over_https_at_the_public_name(
     run = run_commit(world)
     assert run.code == 0, run.err
     assert (world.workspace / "notes/team.md").read_bytes() == b"approved at review.test\n"
+
+
+# The browser refusing the relying party (its SecurityError), as it does when the page is reached by
+# a name the passkeys are not for: the hint must name the team's address, not "localhost".
+REFUSE_RP = """
+navigator.credentials.create = async () => {
+  throw new DOMException("The relying party ID is not a registrable domain suffix of the origin.", "SecurityError");
+};
+"""
+
+
+def test_a_security_error_names_the_public_review_origin(browser: Any, pki: Pki, tmp_path: Path) -> None:
+    world: World = make_world(tmp_path / "w")
+    with serve(world, tls=pki) as site:
+        done = gatekeeper(world, "reviewer", "enrol", "alice", "--policy", str(world.policy))
+        assert done.returncode == 0, done.stderr
+        page = browser.new_page()
+        page.add_init_script(REFUSE_RP)
+        page.goto(done.stdout.strip().splitlines()[-1])
+        page.fill("#passkey-label", "team laptop")
+        page.click("#enrol-button")
+        said = error_shown(page)
+        page.close()
+    assert said.startswith(f"Passkeys work only at {site.public}, the review page's own address"), said
+    assert "localhost" not in said and "registrable domain suffix" in said, said

@@ -278,14 +278,19 @@ def verify(
     """Recompute the hash chain and check the signed checkpoints. Exit 0 when intact; exit 1 naming
     the first bad seq.
 
+    Every reviewer and passkey row is checked against its signature too (a password hash or a
+    passkey's public key changed in the database), each bad row named with what to do.
+
     The newest checkpoint verified here is remembered (`checkpoint-seen` in the home): if it is gone
     from the log next time, that fails too."""
+    from gatekeeper.audit.rows import verify_rows
     from gatekeeper.audit.verify import verify_chain, verify_files
 
     seen = ctx.home.path / marked.SEEN_NAME
+    keyring = ctx.home.keys.keyring()
     with _reader(ctx) as reader:
         report = verify_chain(reader, expect_head)
-        marks = marked.verify_checkpoints(reader, ctx.home.keys.keyring())
+        marks = marked.verify_checkpoints(reader, keyring)
         marked.check_seen(reader, marks, seen)
         if max_unsigned is not None:
             marked.check_unsigned(reader, marks, Since().convert(max_unsigned, None, None), max_unsigned)
@@ -295,6 +300,7 @@ def verify(
             None if expect_head is None else str(expect_head),
             Checked(*verify_files(reader)) if files else None,
             Checked(*_verify_approvals(ctx, reader, policy_file)) if approvals else None,
+            Checked(*verify_rows(reader, keyring)),
         )
         kept = marked.remember(reader, marks, seen) if result.ok else None
     if kept is not None:

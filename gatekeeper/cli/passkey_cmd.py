@@ -1,7 +1,7 @@
 """``gatekeeper reviewer enrol | passkeys | passkey-remove``: a reviewer's passkeys from the CLI.
 
 The passkey itself is made in the browser, on the one-time enrolment link printed here (WebAuthn
-needs the page's origin: ``localhost``, never an IP address, so the link uses that host).
+needs the page's origin: a team's public ``review_url``, else ``localhost``, never an IP address).
 """
 
 from __future__ import annotations
@@ -31,13 +31,16 @@ def review_origin(ctx: Ctx, policy_file: str | None) -> str:
 def print_enrolment_link(ctx: Ctx, name: str, policy_file: str | None, origin: str | None = None) -> None:
     """Issue a one-time enrolment token for ``name`` (an event) and print its link (at ``origin``:
     `gatekeeper up` knows the port it listens on; else the policy's review_url says)."""
+    from gatekeeper.origins import public_origin
     from gatekeeper.store.passkeys import ENROLMENT_TTL
 
     with ctx.home.require().store() as store:
         token = store.issue_enrolment(name, actor=ctx.actor)
     hours = int(ENROLMENT_TTL.total_seconds() // 3600)
-    click.echo(f"Passkey enrolment link for {name} (works once, for {hours} hours; open it on this machine):")
-    click.echo(f"{origin or review_origin(ctx, policy_file)}/enrol/{token}")
+    origin = origin or review_origin(ctx, policy_file)
+    where = f"give it to {name} only" if public_origin(origin) else "open it on this machine"
+    click.echo(f"Passkey enrolment link for {name} (works once, for {hours} hours; {where}):")
+    click.echo(f"{origin}/enrol/{token}")
 
 
 @click.command("enrol")

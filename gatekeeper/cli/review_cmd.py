@@ -11,7 +11,7 @@ import click
 
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 from gatekeeper.cli.output import emit_json, table
-from gatekeeper.cli.passkey_cmd import enrol, passkey_remove, passkeys, print_enrolment_link
+from gatekeeper.cli.passkey_cmd import enrol, passkey_remove, passkeys, print_enrolment_link, review_origin
 from gatekeeper.errors import InvalidInput, PolicyError
 from gatekeeper.names import REVIEWER
 
@@ -146,10 +146,18 @@ def review_policy(ctx: Ctx, policy_file: str | None) -> Policy | None:
 
 @review.command("login-link")
 @click.argument("name")
-@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    help="The page's port on this machine. Default: the policy's review_url's (ignored for a public review_url).",
+)
+@POLICY
 @pass_ctx
-def login_link(ctx: Ctx, name: str, port: int) -> None:
-    """Print a one-time log-in link for NAME (valid 10 minutes, works once)."""
+def login_link(ctx: Ctx, name: str, port: int | None, policy_file: str | None) -> None:
+    """Print a one-time log-in link for NAME (valid 10 minutes, works once).
+
+    The link is at the review page's address: the policy's public review_url for a team, else
+    localhost."""
     from gatekeeper.review.auth import Tokens
     from gatekeeper.store.events import LOGIN_LINK_ISSUED
     from gatekeeper.store.reviews import Reviews
@@ -164,7 +172,21 @@ def login_link(ctx: Ctx, name: str, port: int) -> None:
             reviews.close()
         store.append_event(LOGIN_LINK_ISSUED, ctx.actor, {"reviewer": name})
     token = Tokens(home.read_key()).login_link(name)
-    click.echo(f"http://localhost:{port}/login/link?token={token}")
+    click.echo(f"{link_origin(ctx, policy_file, port)}/login/link?token={token}")
+
+
+def link_origin(ctx: Ctx, policy_file: str | None, port: int | None) -> str:
+    """Where a person opens a printed link: the policy's review_url at a public name (a team's page,
+    perhaps behind a TLS proxy: this machine's port means nothing there), else localhost at
+    ``port`` (default: the review_url's), the name passkeys are made for on one machine."""
+    from urllib.parse import urlsplit
+
+    from gatekeeper.origins import public_origin
+
+    origin = review_origin(ctx, policy_file)
+    if port is None or public_origin(origin) is not None:
+        return origin
+    return f"{urlsplit(origin).scheme}://localhost:{port}"
 
 
 @click.group()

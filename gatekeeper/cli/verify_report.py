@@ -30,10 +30,11 @@ class VerifyResult:
     expect_head: str | None = None
     files: Checked | None = None  # None: not asked for
     approvals: Checked | None = None
+    rows: Checked | None = None  # reviewer and passkey rows (always checked by the command)
 
     @property
     def ok(self) -> bool:
-        extra = [c for c in (self.files, self.approvals) if c is not None]
+        extra = [c for c in (self.files, self.approvals, self.rows) if c is not None]
         return self.chain.ok and self.marks.ok and not any(c.problems for c in extra)
 
 
@@ -43,6 +44,10 @@ def emit(result: VerifyResult, as_json: bool) -> None:
         return
     echo_chain(result.chain)
     echo_checkpoints(result.marks)
+    if result.rows is not None and result.rows.count:
+        for r in result.rows.problems:
+            click.echo(r.line())
+        echo_total(result.rows, "reviewer and passkey row(s) (their signatures)")
     if result.files is not None:
         for p in result.files.problems:
             click.echo(f"FILE {p.problem}: {p.path} (proposal {p.proposal_id})")
@@ -64,6 +69,9 @@ def as_dict(result: VerifyResult) -> dict[str, Any]:
         out["expected_head"] = result.expect_head
     if report.problem:
         out["bad_seq"], out["reason"] = report.problem.seq, report.problem.reason
+    if result.rows is not None:
+        out["rows_checked"] = result.rows.count
+        out["row_problems"] = [p.__dict__ for p in result.rows.problems]
     if result.files is not None:
         out["files_checked"] = result.files.count
         out["file_problems"] = [p.__dict__ for p in result.files.problems]

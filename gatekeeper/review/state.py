@@ -86,6 +86,7 @@ class ReviewState:
         context.setdefault("csrf", self.tokens.csrf(session.id) if session else "")
         context["integrity"] = self.chain.current()
         context.setdefault("rp_id", self.rules.rp.rp_id if self.rules.rp is not None else "localhost")
+        context.setdefault("review_origin", self.rules.rp.origins[0] if self.rules.rp is not None else "")
         return self.templates.TemplateResponse(request, name, context, status_code=code)
 
     def who(self, typed: str) -> str:

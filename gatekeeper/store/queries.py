@@ -27,14 +27,17 @@ STATUS_SQL = """CASE
     ELSE 'pending' END"""
 
 # For each status, a WHERE clause equivalent to the CASE above. Pending uses the expires_at
-# index. The others wrap the joined column in coalesce() so SQLite keeps the LEFT JOIN and walks
+# index. The rare ones wrap the joined column in coalesce() so SQLite keeps the LEFT JOIN and walks
 # created_at newest first, stopping at LIMIT, instead of scanning and sorting every match (bench/).
+# Committed (most rows) names c.outcome bare: SQLite still walks created_at (an IN list), and
+# PostgreSQL sees the column's statistics; behind coalesce() it expected few matches and sorted them
+# all (tests/test_postgres_plans.py).
 STATUS_WHERE = {
     "pending": "d.proposal_id IS NULL AND p.expires_at > :now",
     "expired": "d.proposal_id IS NULL AND p.expires_at <= :now",
     "rejected": "coalesce(d.verdict, '') = 'rejected' AND c.proposal_id IS NULL",
     "approved": "coalesce(d.verdict, '') = 'approved' AND c.proposal_id IS NULL",
-    "committed": "coalesce(c.outcome, '') IN ('created', 'applied', 'deleted')",
+    "committed": "c.outcome IN ('created', 'applied', 'deleted')",
     "conflict": "coalesce(c.outcome, '') = 'conflict'",
     "refused": "coalesce(c.outcome, '') = 'refused'",
     "failed": "coalesce(c.outcome, '') = 'failed'",

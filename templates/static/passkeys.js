@@ -49,6 +49,8 @@
     return out;
   }
 
+  // The origin passkeys are made for (the policy's review_url, or localhost on one machine), from the page.
+  const ORIGIN = document.body.dataset.reviewOrigin || "the address in the policy's review_url";
   const errorBox = document.getElementById("passkey-error");
   function say(message) {
     if (!errorBox) return;
@@ -78,7 +80,7 @@
         : await navigator.credentials.get({ publicKey: requestOptions(options) });
     } catch (e) {
       if (e && (e.name === "NotAllowedError" || e.name === "AbortError")) throw new Error(NOT_SIGNED);
-      if (e && e.name === "SecurityError") throw new Error("Passkeys work only at the review page's own address (its review_url; on one machine, localhost). " + e.message);
+      if (e && e.name === "SecurityError") throw new Error("Passkeys work only at " + ORIGIN + ", the review page's own address: open it there. " + e.message);
       if (e && e.name === "InvalidStateError") throw new Error("This authenticator already holds a passkey for you here.");
       throw new Error("The passkey could not be used: " + (e && e.message ? e.message : e));
     }
