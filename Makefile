@@ -42,8 +42,12 @@ peers: $(STAMP)
 postgres:
 	$(PYTHON) scripts/postgres.py
 
+# Two workers by default (TEST_WORKERS=1 runs one process; =auto, one per CPU). worksteal: a worker
+# that runs dry takes over the other's queue, so the few long tests do not end the run alone.
+TEST_WORKERS ?= 2
+
 test: lint browser peers postgres
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The guided tour: you approve in your browser. demo-check: the same tour, Chromium approves.
 demo: $(STAMP)
