@@ -100,7 +100,7 @@ navigator.credentials.create = async () => {
 """
 
 
-def test_a_security_error_names_the_public_review_origin(browser: Any, pki: Pki, tmp_path: Path) -> None:
+def test_a_security_error_names_the_public_review_origin(browser: Any, pki: Pki, tmp_path: Path, shots: Path) -> None:
     world: World = make_world(tmp_path / "w")
     with serve(world, tls=pki) as site:
         done = gatekeeper(world, "reviewer", "enrol", "alice", "--policy", str(world.policy))
@@ -111,6 +111,7 @@ def test_a_security_error_names_the_public_review_origin(browser: Any, pki: Pki,
         page.fill("#passkey-label", "team laptop")
         page.click("#enrol-button")
         said = error_shown(page)
+        page.screenshot(path=str(shots / "security-error.png"), full_page=True)
         page.close()
     assert said.startswith(f"Passkeys work only at {site.public}, the review page's own address"), said
     assert "localhost" not in said and "registrable domain suffix" in said, said
