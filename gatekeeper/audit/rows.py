@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gatekeeper.store.queries import Reader
-from gatekeeper.store.signed_rows import PASSKEY_COLUMNS, REVIEWER_COLUMNS, passkey_problem, reviewer_problem
+from gatekeeper.store.signed_rows import every_row, passkey_problem, reviewer_problem
 
 if TYPE_CHECKING:
     from gatekeeper.keys import KeyRing
@@ -41,14 +41,15 @@ def verify_rows(reader: Reader, keyring: KeyRing) -> tuple[int, list[RowProblem]
     no signature in a home without keys yet are skipped: they are signed, as they are, when the
     first key is made (``home.ensure_keys``)."""
     checked, problems = 0, []
-    for row in reader.dicts(f"SELECT {REVIEWER_COLUMNS} FROM reviewer ORDER BY name"):
+    reviewers, passkeys = every_row(reader)
+    for row in reviewers:
         if row["signature"] is None and not keyring.public:
             continue
         checked += 1
         why = reviewer_problem(reader.first, keyring, tuple(row.values()))
         if why is not None:
             problems.append(RowProblem("reviewer", row["name"], None, why, _reviewer_action(row["name"])))
-    for row in reader.dicts(f"SELECT {PASSKEY_COLUMNS} FROM passkey ORDER BY id"):
+    for row in passkeys:
         if row["signature"] is None and not keyring.public:
             continue
         checked += 1

@@ -24,6 +24,7 @@ from gatekeeper.store import events as ev
 
 if TYPE_CHECKING:
     from gatekeeper.keys import KeyRing, Signer
+    from gatekeeper.store.queries import Reader
     from gatekeeper.store.tx import Tx
 
 REVIEWER_COLUMNS = "name, password_hash, created_at, disabled_at, key_id, signature"
@@ -33,6 +34,15 @@ REVIEWER_CHANGES = (ev.REVIEWER_ADDED, ev.REVIEWER_DISABLED, ev.REVIEWER_PASSWOR
 PASSKEY_CHANGES = (ev.PASSKEY_ADDED, ev.PASSKEY_REMOVED, ev.PASSKEY_ROW_SIGNED)
 
 First = Callable[[str, tuple[Any, ...]], tuple[Any, ...] | None]  # Tx.first or Reader.first
+
+
+def every_row(reader: Reader) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every reviewer row (by name) and every passkey row, in the columns ``reviewer_problem`` and
+    ``passkey_problem`` check: what ``audit verify`` walks (``audit/rows.py``)."""
+    return (
+        reader.dicts(f"SELECT {REVIEWER_COLUMNS} FROM reviewer ORDER BY name"),
+        reader.dicts(f"SELECT {PASSKEY_COLUMNS} FROM passkey ORDER BY id"),
+    )
 
 
 def next_seq(tx: Tx) -> int:
