@@ -38,6 +38,7 @@ VARIANTS = (
     "relay-selectors",
     "relay-asyncio",
     "relay-uvloop",
+    "relay-uvloop-protocol",
     "fastmcp",
 )
 
