@@ -18,7 +18,7 @@ without the stamp function this relies on) stays on the SDK path.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
@@ -42,9 +42,28 @@ class ChildView:
     stamp: Callable[[dict[str, Any]], dict[str, str]]  # the SDK client's envelope, in place; its HTTP headers
     foreign: dict[str, frozenset[str]] | None  # per method: fields a 2025 host must not get from a 2026 child
     host_modern: bool = False  # the host speaks 2026-07-28: results get resultType and our serverInfo stamp
+    pipe_meta: dict[str, Any] | None = field(default=None, init=False, compare=False)  # see ``envelope``
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pipe_meta", _envelope_of(self.stamp) if self.usable else None)
 
     def foreign_in(self, method: str) -> frozenset[str] | None:
         return None if self.foreign is None else self.foreign.get(method, frozenset())
+
+    def envelope(self, request: dict[str, Any]) -> dict[str, str]:
+        """``stamp`` for a pipe, which sends no headers: the SDK stamp's ``_meta`` was taken once
+        (``_envelope_of``) and is copied in, without building the HTTP headers on every call."""
+        meta = self.pipe_meta
+        if meta is None:
+            self.stamp(request)
+        elif meta:
+            into = request["params"].setdefault("_meta", {})
+            for key, value in meta.items():
+                if key == LOG_LEVEL_META_KEY:
+                    into.setdefault(key, value)  # the SDK's default: a request's own level wins
+                else:
+                    into[key] = value
+        return {}
 
     @classmethod
     def of(cls, client: Any, host_version: str) -> ChildView:
@@ -77,6 +96,24 @@ class ChildView:
         if stamp is None:
             return cls(client, host_version, False, True, _no_stamp, None, True)
         return cls(client, host_version, True, True, _stamper(stamp), None, True)
+
+
+def _envelope_of(stamp: Callable[[dict[str, Any]], dict[str, str]]) -> dict[str, Any] | None:
+    """The ``_meta`` the stamp puts on a request, if it is the same for every raw method and the
+    stamp touches nothing else (the SDK 2.3 stamp: version, client info, capabilities, log level);
+    None: ``stamp`` must run on each request."""
+    seen: dict[str, Any] | None = None
+    for method in METHODS:
+        probe: dict[str, Any] = {"jsonrpc": "2.0", "id": 0, "method": method, "params": {}}
+        stamp(probe)
+        params = probe["params"]
+        meta = params.get("_meta", {})
+        if set(probe) != {"jsonrpc", "id", "method", "params"} or set(params) - {"_meta"} or not isinstance(meta, dict):
+            return None
+        if seen is not None and meta != seen:
+            return None
+        seen = meta
+    return seen
 
 
 def _no_stamp(data: dict[str, Any]) -> dict[str, str]:
