@@ -126,7 +126,7 @@ class FastPath(Replies):
             eras.ask_for(request, levels if modern else self.proxy.log_levels(), True)
         if not isinstance(getattr(carrier.tap, "__self__", None), _Tap):  # one tap per carrier, knowing it
             carrier.tap = _Tap(self, carrier).line
-        carrier.on_end, carrier.on_trouble = self.child_ended, self.trouble
+            carrier.on_end, carrier.on_trouble = self.child_ended, self.trouble
         rid = cast(str | int, host_id)  # checked by _valid_id above
         name = str(params.get("name") or "") if method == "tools/call" else ""
         call = Pending(rid, token, downstream, carrier, client.foreign_in(method), method, levels, name, line)
