@@ -1,7 +1,6 @@
 """The fast-path benchmark's parts: the variants and servers it launches, the peers it installs
 (FastMCP in its own venv, the filesystem server), and the raw JSON-RPC client. ``fastpath_bench``
-runs them; see its docstring.
-"""
+runs them; see its docstring."""
 
 from __future__ import annotations
 
@@ -34,6 +33,7 @@ VARIANTS = (
     "direct",
     "gatekeeper",
     "gatekeeper-asyncio",
+    "gatekeeper-legacy",
     "relay-poll",
     "relay-selectors",
     "relay-asyncio",
@@ -215,9 +215,11 @@ def launch(variant: str, server: Server, setup: Setup) -> Launch:
         policy.write_text("version: 1\nservers:\n" + server.policy)
         code = setup.baseline if variant == "gatekeeper-baseline" and setup.baseline else REPO
         env = {"GATEKEEPER_HOME": str(setup.home), "PYTHONPATH": str(code), "GATEKEEPER_START_TIMEOUT": "20"}
-        if variant.startswith("gatekeeper-") and variant != "gatekeeper-baseline":  # another loop (GATEKEEPER_LOOP)
-            env["GATEKEEPER_LOOP"] = variant.removeprefix("gatekeeper-")
-        args = ["-m", "gatekeeper", "proxy", "--policy", str(policy)]
+        extra = variant.removeprefix("gatekeeper").removeprefix("-")  # "", baseline, legacy (the child's era), a loop
+        if extra not in ("", "baseline", "legacy"):
+            env["GATEKEEPER_LOOP"] = extra
+        mode = "legacy" if extra == "legacy" else "auto"
+        args = ["-m", "gatekeeper", "proxy", "--policy", str(policy), "--downstream-mode", mode]
         if setup.profile_dir is not None:
             out = setup.profile_dir / f"gatekeeper-{server.key}-{time.monotonic_ns()}.prof"
             return Launch([PY, "-c", PROFILED, str(out), *args[2:]], env, str(setup.work))
@@ -394,6 +396,5 @@ def profile_report(setup: Setup, servers: list[Server]) -> list[str]:
         lines.append(f"profile of the gatekeeper proxy, {server.key}, {PROFILE_CALLS} raw calls: {per_call(stats)}")
         stats.sort_stats("tottime").print_stats(25)
         stats.sort_stats("cumulative").print_stats(30)
-        stats.sort_stats("tottime").print_callers(r"to_thread.py:\d+\(run_sync\)")  # who hops to a thread
         lines.append(buf.getvalue())
     return lines
