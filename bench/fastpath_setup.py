@@ -54,8 +54,7 @@ create_proxy(target, name="fastmcp-bench-proxy").run(transport="stdio", show_ban
 # The Gatekeeper proxy under cProfile (``--profile`` only): stats dumped when the proxy returns.
 PROFILED = """
 import cProfile, runpy, sys
-out = sys.argv.pop(1)
-sys.argv[0] = "gatekeeper"
+out, sys.argv[0] = sys.argv.pop(1), "gatekeeper"
 prof = cProfile.Profile()
 prof.enable()
 try:
@@ -232,7 +231,8 @@ def launch(variant: str, server: Server, setup: Setup) -> Launch:
 
 
 def available(setup: Setup) -> tuple[str, ...]:
-    names = [v for v in VARIANTS if v != "fastmcp" or isinstance(setup.fastmcp, Path)]
+    opt_in = {"gatekeeper-legacy"} - set(setup.only)  # a diagnostic variant: only when named in --only
+    names = [v for v in VARIANTS if v not in opt_in and (v != "fastmcp" or isinstance(setup.fastmcp, Path))]
     if setup.baseline is not None:
         names.insert(names.index("gatekeeper") + 1, "gatekeeper-baseline")
     return tuple(n for n in names if not setup.only or n == "direct" or n in setup.only)
