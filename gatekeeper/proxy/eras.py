@@ -115,7 +115,10 @@ def _envelope_of(stamp: Callable[[dict[str, Any]], dict[str, str]]) -> dict[str,
     seen: dict[str, Any] | None = None
     for method in METHODS:
         probe: dict[str, Any] = {"jsonrpc": "2.0", "id": 0, "method": method, "params": {}}
-        stamp(probe)
+        try:
+            stamp(probe)
+        except Exception:  # a stamp that wants more than a bare request: it runs on each one instead
+            return None
         params = probe["params"]
         meta = params.get("_meta", {})
         if set(probe) != {"jsonrpc", "id", "method", "params"} or set(params) - {"_meta"} or not isinstance(meta, dict):
