@@ -5,6 +5,9 @@
 - ``ChildView.envelope``: a pipe's 2026 envelope is copied from the SDK client's stamp, taken once;
   it must put exactly what the stamp puts on every raw method, with a real SDK client connected to
   the bundled notes server (2026-07-28).
+- The answer's id restored by a splice at its offset (``fastreply._restore_id``): an SDK server's
+  compact answer reaches a raw 2025 host byte for byte but for the id, the child spoken to in
+  2025-11-25 (``--downstream-mode legacy``) so nothing else is rewritten.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
+from gatekeeper.home import Home
 from gatekeeper.proxy import eras
-from tests.proxy_support import REPO
+from tests.proxy_support import REPO, proxy_params
 
 pytestmark = pytest.mark.timeout(60)
 NOTES = [sys.executable, "-m", "gatekeeper.demo.notes_server"]
@@ -76,3 +80,51 @@ async def test_a_pipes_envelope_is_what_the_sdk_stamp_puts(tmp_path: Path) -> No
             assert view.envelope(copied) == {}  # a pipe sends no headers
             assert json.dumps(copied) == json.dumps(stamped)  # the same keys, values and order
         assert cases[2]["params"]["_meta"]["io.modelcontextprotocol/logLevel"] == "error"  # untouched input
+
+
+def _exchange(argv: list[str], messages: list[dict[str, Any]], ids: int, env: dict[str, str], cwd: str) -> list[bytes]:
+    """Send every message, read stdout until ``ids`` answers came back (notifications skipped)."""
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=cwd) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        answers: list[bytes] = []
+        for message in messages:
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+            proc.stdin.flush()
+            if "id" in message:
+                while "id" not in (answer := json.loads(line := proc.stdout.readline())):
+                    pass  # a notification
+                assert answer["id"] == message["id"], line
+                answers.append(line)
+        proc.stdin.close()
+        proc.wait(timeout=20)
+    assert len(answers) == ids
+    return answers
+
+
+def test_an_sdk_servers_answer_comes_back_byte_for_byte_but_the_id(tmp_path: Path, home: Home) -> None:
+    workspace, seen = tmp_path / "workspace", tmp_path / "child-in.log"
+    (workspace / "notes").mkdir(parents=True)
+    (workspace / "notes" / "a.md").write_text('alpha "quoted" é\n')
+    notes = f"{sys.executable} -m gatekeeper.demo.notes_server {workspace}"
+    policy = tmp_path / "policy.yaml"  # the child behind tee: what it received is read back below
+    policy.write_text(
+        "version: 1\nservers:\n  notes:\n    command: /bin/sh\n"
+        f"    args: [-c, 'tee {seen} | {notes}']\n    workspace: {workspace}\n"
+        f'    env: {{PYTHONPATH: "{REPO}"}}\n    tools:\n      read_note: allow\n'
+    )
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    read = {"name": "read_note", "arguments": {"path": "notes/a.md"}}
+    messages = [
+        {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": init},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": "list", "method": "tools/list"},
+        *({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": read} for rid in (7, "seven", -1)),
+    ]
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    direct = _exchange(notes.split(), messages, 5, env, str(tmp_path))[2:]
+    params = proxy_params(policy, home.path, "--downstream-mode", "legacy")
+    proxied = _exchange([params.command, *params.args], messages, 5, {**params.env, **env}, str(tmp_path))[2:]
+    calls = [json.loads(line) for line in seen.read_text().splitlines() if '"tools/call"' in line]
+    assert [c["id"] for c in calls] == ["gatekeeper-fast-0", "gatekeeper-fast-1", "gatekeeper-fast-2"]  # raw
+    assert b'"id":7,' in proxied[0] and b'"id":"seven",' in proxied[1] and b'"id":-1,' in proxied[2]
+    assert proxied == direct  # the child's bytes, with the host's id at the same place
