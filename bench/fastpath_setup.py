@@ -1,7 +1,6 @@
 """The fast-path benchmark's parts: the variants and servers it launches, the peers it installs
 (FastMCP in its own venv, the filesystem server), and the raw JSON-RPC client. ``fastpath_bench``
-runs them; see its docstring.
-"""
+runs them; see its docstring."""
 
 from __future__ import annotations
 
@@ -34,10 +33,12 @@ VARIANTS = (
     "direct",
     "gatekeeper",
     "gatekeeper-asyncio",
+    "gatekeeper-legacy",
     "relay-poll",
     "relay-selectors",
     "relay-asyncio",
     "relay-uvloop",
+    "relay-uvloop-protocol",
     "fastmcp",
 )
 
@@ -53,8 +54,7 @@ create_proxy(target, name="fastmcp-bench-proxy").run(transport="stdio", show_ban
 # The Gatekeeper proxy under cProfile (``--profile`` only): stats dumped when the proxy returns.
 PROFILED = """
 import cProfile, runpy, sys
-out = sys.argv.pop(1)
-sys.argv[0] = "gatekeeper"
+out, sys.argv[0] = sys.argv.pop(1), "gatekeeper"
 prof = cProfile.Profile()
 prof.enable()
 try:
@@ -214,9 +214,11 @@ def launch(variant: str, server: Server, setup: Setup) -> Launch:
         policy.write_text("version: 1\nservers:\n" + server.policy)
         code = setup.baseline if variant == "gatekeeper-baseline" and setup.baseline else REPO
         env = {"GATEKEEPER_HOME": str(setup.home), "PYTHONPATH": str(code), "GATEKEEPER_START_TIMEOUT": "20"}
-        if variant.startswith("gatekeeper-") and variant != "gatekeeper-baseline":  # another loop (GATEKEEPER_LOOP)
-            env["GATEKEEPER_LOOP"] = variant.removeprefix("gatekeeper-")
-        args = ["-m", "gatekeeper", "proxy", "--policy", str(policy)]
+        extra = variant.removeprefix("gatekeeper").removeprefix("-")  # "", baseline, legacy (the child's era), a loop
+        if extra not in ("", "baseline", "legacy"):
+            env["GATEKEEPER_LOOP"] = extra
+        mode = "legacy" if extra == "legacy" else "auto"
+        args = ["-m", "gatekeeper", "proxy", "--policy", str(policy), "--downstream-mode", mode]
         if setup.profile_dir is not None:
             out = setup.profile_dir / f"gatekeeper-{server.key}-{time.monotonic_ns()}.prof"
             return Launch([PY, "-c", PROFILED, str(out), *args[2:]], env, str(setup.work))
@@ -229,7 +231,8 @@ def launch(variant: str, server: Server, setup: Setup) -> Launch:
 
 
 def available(setup: Setup) -> tuple[str, ...]:
-    names = [v for v in VARIANTS if v != "fastmcp" or isinstance(setup.fastmcp, Path)]
+    opt_in = {"gatekeeper-legacy"} - set(setup.only)  # a diagnostic variant: only when named in --only
+    names = [v for v in VARIANTS if v not in opt_in and (v != "fastmcp" or isinstance(setup.fastmcp, Path))]
     if setup.baseline is not None:
         names.insert(names.index("gatekeeper") + 1, "gatekeeper-baseline")
     return tuple(n for n in names if not setup.only or n == "direct" or n in setup.only)
@@ -393,6 +396,5 @@ def profile_report(setup: Setup, servers: list[Server]) -> list[str]:
         lines.append(f"profile of the gatekeeper proxy, {server.key}, {PROFILE_CALLS} raw calls: {per_call(stats)}")
         stats.sort_stats("tottime").print_stats(25)
         stats.sort_stats("cumulative").print_stats(30)
-        stats.sort_stats("tottime").print_callers(r"to_thread.py:\d+\(run_sync\)")  # who hops to a thread
         lines.append(buf.getvalue())
     return lines

@@ -13,6 +13,11 @@ resident memory are what a bare Python relay costs.
 - ``asyncio``: asyncio streams, one JSON-RPC line at a time in each direction (what a proxy built
   on an event loop does at the least, before any parsing).
 - ``uvloop``: the ``asyncio`` relay on uvloop's event loop (libuv), if uvloop is installed.
+- ``uvloop-protocol``: uvloop, asyncio ``Protocol`` callbacks on both pipes (no streams, no tasks):
+  each chunk split into lines in the read callback and each whole line handed to the other pipe's
+  ``transport.write`` at once. This is how the proxy's fast path carries bytes (proxy/hostio.py,
+  proxy/child.py), so it is the floor of the proxy's design: what is left above it is the proxy's
+  own Python per message.
 """
 
 from __future__ import annotations
@@ -105,18 +110,62 @@ async def asyncio_relay(argv: list[str]) -> int:
     return await child.wait()
 
 
+class _Lines(asyncio.Protocol):
+    """One pipe's bytes, split into whole lines, each written to ``target`` in the read callback."""
+
+    def __init__(self, target: asyncio.WriteTransport, done: asyncio.Future[None] | None = None) -> None:
+        self.target = target
+        self._buffer = bytearray()
+        self._done = done
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        start = 0
+        write = self.target.write
+        while (end := buffer.find(b"\n", start)) >= 0:
+            write(bytes(buffer[start : end + 1]))
+            start = end + 1
+        del buffer[:start]
+
+    def eof_received(self) -> bool:
+        if self._done is None:
+            self.target.close()  # the client hung up: let the child see EOF and finish
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._done is not None and not self._done.done():
+            self._done.set_result(None)
+
+
+async def protocol_relay(argv: list[str]) -> int:
+    """Relay line by line with Protocol callbacks on both pipes until the child closes its stdout."""
+    loop = asyncio.get_running_loop()
+    child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    assert child.stdin is not None and child.stdout is not None
+    done: asyncio.Future[None] = loop.create_future()
+    to_child, _ = await loop.connect_write_pipe(asyncio.Protocol, child.stdin)
+    to_host, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(1, "wb", closefd=False))
+    await loop.connect_read_pipe(lambda: _Lines(to_child), os.fdopen(0, "rb", closefd=False))
+    await loop.connect_read_pipe(lambda: _Lines(to_host, done), child.stdout)
+    await done
+    return child.wait()
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[0] not in ("poll", "selectors", "asyncio", "uvloop") or argv[1] != "--":
-        print("usage: relay.py poll|selectors|asyncio|uvloop -- COMMAND [ARGS...]", file=sys.stderr)
+    kinds = ("poll", "selectors", "asyncio", "uvloop", "uvloop-protocol")
+    if len(argv) < 3 or argv[0] not in kinds or argv[1] != "--":
+        print(f"usage: relay.py {'|'.join(kinds)} -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
     if argv[0] == "poll":
         return poll_relay(argv[2:])
     if argv[0] == "selectors":
         return selectors_relay(argv[2:])
-    if argv[0] == "uvloop":
+    if argv[0].startswith("uvloop"):
         import uvloop
 
-        return uvloop.run(asyncio_relay(argv[2:]))
+        relay = protocol_relay if argv[0] == "uvloop-protocol" else asyncio_relay
+        return uvloop.run(relay(argv[2:]))
     return asyncio.run(asyncio_relay(argv[2:]))
 
 

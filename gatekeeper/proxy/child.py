@@ -50,6 +50,8 @@ class ChildPipe:
     first and keeps the ones it answers for; ``on_end`` hears that stdout closed.
     """
 
+    wants_headers = False  # the fast path stamps a pipe's requests without the HTTP headers
+
     def __init__(self) -> None:
         self._writer: asyncio.StreamWriter | None = None
         self.alive = False

@@ -49,9 +49,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ID_PREFIX", "FastPath"]
 
-_MARKERS = (b'"tools/call"', b'"resources/read"', b'"prompts/get"', b'"completion/complete"')
-
-
 Target = tuple["Downstream", dict[str, Any], ChildView]
 
 
@@ -78,9 +75,9 @@ class FastPath(Replies):
             return False
         if b'"notifications/cancelled"' in line:
             return bool(self.by_host) and self._cancel(line)
-        if any(marker in line for marker in _MARKERS):
+        if b'"tools/call"' in line or b'"resources/read"' in line or b'"prompts/get"' in line:
             return self._request(line)
-        return False
+        return b'"completion/complete"' in line and self._request(line)
 
     def _request(self, line: bytes) -> bool:
         if BIG_NUMBER.search(line):
@@ -94,8 +91,8 @@ class FastPath(Replies):
         meta = params.get("_meta")
         if "_meta" in params and not isinstance(meta, dict):
             return False
-        if wire.depth(params) + 1 > wire.MAX_DEPTH:
-            return False  # the SDK path refuses it with the usual message
+        if line.count(b"{") + line.count(b"[") > wire.MAX_DEPTH and wire.depth(params) + 1 > wire.MAX_DEPTH:
+            return False  # the SDK path refuses it with the usual message (each level opens a bracket)
         levels: frozenset[str] | None = None
         modern = isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
         if modern:
@@ -122,12 +119,14 @@ class FastPath(Replies):
         if client.host_modern != modern:
             return False  # an envelope on a 2025 connection, or none on a 2026 one: the SDK answers it
         request: dict[str, Any] = {"jsonrpc": "2.0", "id": ours, "method": method, "params": out_params}
-        headers = client.stamp(request)
-        eras.ask_for(request, levels if modern else self.proxy.log_levels(), client.modern)
         carrier = downstream.carrier
+        # An HTTP carrier needs the stamp's headers; a pipe only the envelope (computed once per client).
+        headers = client.stamp(request) if getattr(carrier, "wants_headers", True) else client.envelope(request)
+        if client.modern:
+            eras.ask_for(request, levels if modern else self.proxy.log_levels(), True)
         if not isinstance(getattr(carrier.tap, "__self__", None), _Tap):  # one tap per carrier, knowing it
             carrier.tap = _Tap(self, carrier).line
-        carrier.on_end, carrier.on_trouble = self.child_ended, self.trouble
+            carrier.on_end, carrier.on_trouble = self.child_ended, self.trouble
         rid = cast(str | int, host_id)  # checked by _valid_id above
         name = str(params.get("name") or "") if method == "tools/call" else ""
         call = Pending(rid, token, downstream, carrier, client.foreign_in(method), method, levels, name, line)

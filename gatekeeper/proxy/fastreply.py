@@ -40,7 +40,7 @@ _LOG_MARKER = b'"notifications/message"'
 _ID_FIELD = re.compile(rb'("id"\s*:\s*)"' + re.escape(ID_BYTES) + rb'[0-9]+"')
 
 
-@dataclass
+@dataclass(slots=True)
 class Pending:
     """One fast call the server has not answered yet."""
 
@@ -115,9 +115,8 @@ class Replies:
             self._answer_modern(line, message, call)
             return
         if call.reshape is None and not stamped:
-            host_id = orjson.dumps(call.host_id)
-            restored, count = _ID_FIELD.subn(lambda m: m.group(1) + host_id, line, count=2)
-            if count == 1:
+            restored = _restore_id(line, message["id"], call.host_id)
+            if restored is not None:
                 self._raw(restored)
                 return
         if BIG_NUMBER.search(line):
@@ -247,6 +246,20 @@ class Replies:
         else:
             result.pop("resultType", None)  # not a 2025-11-25 field: the SDK server leaves it out
             self._write(answer)
+
+
+def _restore_id(line: bytes, ours: str, host_id: str | int) -> bytes | None:
+    """The answer with the host's id in place of ours, otherwise byte for byte; None if our id is
+    not there exactly once as the ``id`` field (then the message is serialised again)."""
+    needle = b'"' + ours.encode() + b'"'
+    if line.count(needle) == 1:
+        at = line.find(b'"id":' + needle)
+        if at >= 0:  # the compact form every SDK writes: a splice at a known offset
+            at += 5
+            return line[:at] + orjson.dumps(host_id) + line[at + len(needle) :]
+    dumped = orjson.dumps(host_id)
+    restored, count = _ID_FIELD.subn(lambda m: m.group(1) + dumped, line, count=2)
+    return restored if count == 1 else None
 
 
 def loads(line: bytes) -> Any:
