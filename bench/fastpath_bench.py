@@ -282,12 +282,17 @@ def figures(runs: list[Run], servers: list[Server], setup: Setup, skipped: list[
     return [*(f for f in out if f is not None), *skipped]
 
 
+QUICK_ONLY = ("gatekeeper", "relay-poll")
+"""``bench/run.py --quick`` (a smoke test, part of ``make test``): the proxy beside the floor, every
+row kind once; the other relays and FastMCP (a venv install on a fresh clone) only in the full run."""
+
+
 def run_in(
     base: Path, sizes: Sizes, runs: int, profile: bool, only: tuple[str, ...] = (), baseline: Path | None = None
 ) -> tuple[list[Figure], list[str]]:
     """All fast-path rows (medians over ``runs``) and the notes, built in ``base``."""
     skipped: list[Figure] = []
-    fastmcp = ensure_fastmcp()
+    fastmcp = ensure_fastmcp() if not only or "fastmcp" in only else "left out (not in --only)"
     if isinstance(fastmcp, str):
         skipped.append(Skipped("F0. fastmcp proxy", 0.0, "", note=fastmcp))
     fs = ensure_filesystem()
@@ -313,13 +318,14 @@ def run_in(
 def run(quick: bool, work: Path | None = None, runs: int = 1, profile: bool = False) -> list[Figure]:
     """The rows for bench/run.py's table, built in a fresh ``fastpath-bench/`` of ``work`` (or a temp folder)."""
     sizes = QUICK_SIZES if quick else FULL_SIZES
+    only = QUICK_ONLY if quick else ()
     if work is not None:
         base = work / "fastpath-bench"
         shutil.rmtree(base, ignore_errors=True)
         base.mkdir(parents=True)
-        return run_in(base, sizes, runs, profile)[0]
+        return run_in(base, sizes, runs, profile, only)[0]
     with tempfile.TemporaryDirectory(prefix="gatekeeper-fastpath-bench-") as tmp:
-        return run_in(Path(tmp), sizes, runs, profile)[0]
+        return run_in(Path(tmp), sizes, runs, profile, only)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -337,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="gatekeeper-fastpath-") as tmp:
             report = Report()
             sizes = QUICK_SIZES if args.quick else FULL_SIZES
-            only = tuple(n.strip() for n in args.only.split(",") if n.strip())
+            only = tuple(n.strip() for n in args.only.split(",") if n.strip()) or (QUICK_ONLY if args.quick else ())
             rows, notes_out = run_in(Path(tmp), sizes, args.runs, args.profile, only, args.baseline)
             for figure in rows:
                 report.add(figure)
