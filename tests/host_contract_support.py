@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import gatekeeper
-from tests.helpers import wait_until
+from tests.helpers import WaitTimeout, wait_until
 from tests.proxy_support import REPO
 from tests.test_proxy_wire import RawProxy
 
@@ -159,6 +159,14 @@ def raw_proxy(tmp: Path, home: Path) -> Iterator[RawProxy]:
 
 def play(proxy: RawProxy, tmp: Path, steps: list[Step], timeout: float = 60) -> list[Any]:
     """Run ``steps``; return the transcript: every line the proxy wrote, parsed and normalised."""
+    try:
+        _run(proxy, tmp, steps, timeout)
+    except WaitTimeout as exc:  # say what the proxy had written by then
+        raise WaitTimeout(f"{exc}; the proxy wrote: {[line[:300] for line in proxy.lines]}") from None
+    return [normalised(json.loads(line), tmp) for line in list(proxy.lines)]
+
+
+def _run(proxy: RawProxy, tmp: Path, steps: list[Step], timeout: float) -> None:
     for step in steps:
         if isinstance(step, Send):
             data = step.message if isinstance(step.message, bytes) else json.dumps(step.message).encode()
@@ -169,7 +177,6 @@ def play(proxy: RawProxy, tmp: Path, steps: list[Step], timeout: float = 60) -> 
             wait_until(partial(_noticed, proxy, step.method), timeout, f"a {step.method} notification")
         else:
             wait_until((tmp / step.name).exists, timeout, f"the probe server to write {step.name}")
-    return [normalised(json.loads(line), tmp) for line in list(proxy.lines)]
 
 
 def _placed(data: bytes, tmp: Path) -> bytes:

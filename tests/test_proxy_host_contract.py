@@ -7,7 +7,7 @@ literal transcript. Placeholders stand only for what varies per run: ``<version>
 version in ``serverInfo`` and ``<tmp>`` for the test's folder. Answers are compared as parsed JSON
 (key order and spacing are not part of the contract; values, codes and texts are).
 
-Recorded at e75db6c (mcp 2.3.0). Where a case records something surprising, its comment says so:
+Recorded at b2b423a (mcp 2.3.0). Where a case records something surprising, its comment says so:
 that is today's behaviour, kept on purpose until someone decides otherwise.
 """
 
@@ -177,6 +177,11 @@ def text_result(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "structuredContent": {"result": text}, "isError": False}
 
 
+# A call the probe answers first: its server is up, and the proxy's own listen stream toward it (a 2026
+# child sends list_changed only on one) went out before the call that makes the list change.
+_WARM = {"name": "probe__sleep_then_touch", "arguments": {"marker": "<tmp>/warm", "seconds": 0}}
+WARM_UP_2025: list[Step] = [Send(request("w", "tools/call", _WARM)), Answer("w")]
+WARM_UP_2026: list[Step] = [Send(modern("w", "tools/call", _WARM)), Answer("w")]
 # Opens the 2026 era (its first request carries the envelope); ping is not a 2026 method, hence -32601.
 MODERN_PING: list[Step] = [Send(modern("first", "ping")), Answer("first")]
 ENVELOPE_MESSAGE = (
@@ -298,15 +303,22 @@ CASES: dict[str, Case] = {
     "list-changed-2025": Case(
         [
             *handshake(),
+            *WARM_UP_2025,
             Send(request("g", "tools/call", {"name": "probe__grow", "arguments": {}})),
             Answer("g"),
             Notice("notifications/tools/list_changed"),
         ],
-        [opened(), answer("g", text_result("grown")), notification("notifications/tools/list_changed")],
+        [
+            opened(),
+            answer("w", text_result("touched")),
+            answer("g", text_result("grown")),
+            notification("notifications/tools/list_changed"),
+        ],
         any_order=True,
     ),
     "subscriptions-listen-ack-then-list-changed": Case(
         [
+            *WARM_UP_2026,
             Send(modern("sub", "subscriptions/listen", {"notifications": {"toolsListChanged": True}})),
             Notice("notifications/subscriptions/acknowledged"),
             Send(modern("g", "tools/call", {"name": "probe__grow", "arguments": {}})),
@@ -314,6 +326,7 @@ CASES: dict[str, Case] = {
             Notice("notifications/tools/list_changed"),
         ],
         [
+            answer("w", {**text_result("touched"), "resultType": "complete", "_meta": STAMP}),
             notification(
                 "notifications/subscriptions/acknowledged",
                 {"notifications": {"toolsListChanged": True}, "_meta": {SUBSCRIPTION_KEY: "sub"}},
