@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 class Carrier(Protocol):
     alive: bool
+    wants_headers: bool  # HTTP: the SDK stamp's headers go with each request; a pipe needs only the envelope
     tap: Callable[[bytes], bool] | None
     on_end: Callable[[Any], None] | None
     on_trouble: Callable[..., None] | None

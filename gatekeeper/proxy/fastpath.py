@@ -121,7 +121,7 @@ class FastPath(Replies):
         request: dict[str, Any] = {"jsonrpc": "2.0", "id": ours, "method": method, "params": out_params}
         carrier = downstream.carrier
         # An HTTP carrier needs the stamp's headers; a pipe only the envelope (computed once per client).
-        headers = client.stamp(request) if getattr(carrier, "wants_headers", True) else client.envelope(request)
+        headers = client.stamp(request) if carrier.wants_headers else client.envelope(request)
         if client.modern:
             eras.ask_for(request, levels if modern else self.proxy.log_levels(), True)
         if not isinstance(getattr(carrier.tap, "__self__", None), _Tap):  # one tap per carrier, knowing it

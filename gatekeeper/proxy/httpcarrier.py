@@ -54,6 +54,8 @@ Deliver = Callable[[SessionMessage | Exception], Awaitable[None]]
 class HttpCarrier:
     """Raw requests to one connection (one life) of a url server, beside the SDK client's transport."""
 
+    wants_headers = True  # the protocol-version header and the session's, from the SDK stamp
+
     def __init__(self, timeout: float, body_limit: int) -> None:
         self.alive = False
         self.tap: Callable[[bytes], bool] | None = None
