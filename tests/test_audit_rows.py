@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from typing import Any
 
 import pytest
 
+from gatekeeper.audit.rows import RowProblem, passkey_action
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
 from gatekeeper.store.target import PostgresUrl
@@ -111,7 +113,18 @@ def test_a_swapped_passkey_public_key_is_named_and_fails(home: Home, credential:
     assert "not signed by the review key for its latest change" in problem["problem"]
     text = gk("audit", "verify")
     line = next(x for x in text.stdout.splitlines() if x.startswith(f"PASSKEY {credential} of alice: "))
-    assert f"`gatekeeper reviewer passkey-remove alice {credential}`" in line, line
+    advised = f"gatekeeper reviewer passkey-remove -- alice {credential}"
+    assert f"`{advised}`" in line, line
 
-    assert gk("reviewer", "passkey-remove", "alice", credential).returncode == 0
+    assert gk(*shlex.split(advised)[1:]).returncode == 0  # the command as advised
     assert verify()[0] == 0
+
+
+def test_the_advised_passkey_command_takes_a_credential_that_starts_with_a_dash(home: Home) -> None:
+    """A credential id is base64url: one in 64 starts with "-". The advised command must still name
+    it as the credential (an unknown one here), not fail on it as an unknown option."""
+    problem = RowProblem("passkey", "alice", "-bpq1SZujIQ", "tampered", passkey_action("alice", "-bpq1SZujIQ"))
+    advised = problem.line().split("`")[1]
+    done = gk(*shlex.split(advised)[1:])
+    assert "No such option" not in done.stderr, done.stderr
+    assert "-bpq1SZujIQ" in done.stderr, done.stderr

@@ -9,7 +9,7 @@ keys only: a verify-only home checks them too.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.signed_rows import every_row, passkey_problem, reviewer_problem
@@ -31,7 +31,7 @@ class RowProblem:
         which = (
             f"REVIEWER {self.reviewer}"
             if self.credential_id is None
-            else (f"PASSKEY {self.credential_id} of {self.reviewer}")
+            else f"PASSKEY {self.credential_id} of {self.reviewer}"
         )
         return f"{which}: {self.problem}; {self.action}"
 
@@ -40,24 +40,27 @@ def verify_rows(reader: Reader, keyring: KeyRing) -> tuple[int, list[RowProblem]
     """Every reviewer row, then every passkey row: (how many were checked, the problems). Rows with
     no signature in a home without keys yet are skipped: they are signed, as they are, when the
     first key is made (``home.ensure_keys``)."""
-    checked, problems = 0, []
     reviewers, passkeys = every_row(reader)
-    for row in reviewers:
-        if row["signature"] is None and not keyring.public:
-            continue
-        checked += 1
-        why = reviewer_problem(reader.first, keyring, tuple(row.values()))
-        if why is not None:
-            problems.append(RowProblem("reviewer", row["name"], None, why, _reviewer_action(row["name"])))
-    for row in passkeys:
-        if row["signature"] is None and not keyring.public:
-            continue
-        checked += 1
-        why = passkey_problem(reader.first, keyring, tuple(row.values()))
-        if why is not None:
-            name, credential = row["reviewer"], row["credential_id"]
-            problems.append(RowProblem("passkey", name, credential, why, _passkey_action(name, credential)))
+    walks = ((reviewers, reviewer_problem, _reviewer_row), (passkeys, passkey_problem, _passkey_row))
+    checked, problems = 0, []
+    for rows, problem_of, named in walks:
+        for row in rows:
+            if row["signature"] is None and not keyring.public:
+                continue
+            checked += 1
+            why = problem_of(reader.first, keyring, tuple(row.values()))
+            if why is not None:
+                problems.append(named(row, why))
     return checked, problems
+
+
+def _reviewer_row(row: dict[str, Any], why: str) -> RowProblem:
+    return RowProblem("reviewer", row["name"], None, why, _reviewer_action(row["name"]))
+
+
+def _passkey_row(row: dict[str, Any], why: str) -> RowProblem:
+    name, credential = row["reviewer"], row["credential_id"]
+    return RowProblem("passkey", name, credential, why, passkey_action(name, credential))
 
 
 def _reviewer_action(name: str) -> str:
@@ -68,8 +71,9 @@ def _reviewer_action(name: str) -> str:
     )
 
 
-def _passkey_action(name: str, credential: str) -> str:
+def passkey_action(name: str, credential: str) -> str:
+    # "--": a credential id is base64url and may start with "-", which click would take for an option.
     return (
         "it cannot log in or approve while it stands. Find out who could write the database, then "
-        f"`gatekeeper reviewer passkey-remove {name} {credential}` removes it for good ({name} enrols again)"
+        f"`gatekeeper reviewer passkey-remove -- {name} {credential}` removes it for good ({name} enrols again)"
     )
