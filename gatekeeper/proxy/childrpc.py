@@ -12,7 +12,6 @@ Results come back as the raw dicts the child sent, unvalidated.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -22,16 +21,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
-import orjson
 
 from gatekeeper.proxy import mcpwire as w
+from gatekeeper.proxy.rpclines import Json, dumps, kind, loads, request_id
 
 if TYPE_CHECKING:
     from gatekeeper.proxy.child import ChildPipe
 
 log = logging.getLogger("gatekeeper.proxy")
 
-Json = dict[str, Any]
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 Notify = Callable[[str, Json], Awaitable[None]]
 OnLog = Callable[[Json], Awaitable[None]]
@@ -65,33 +63,6 @@ class _Pending:
     progress: Progress | None
     done: anyio.Event = field(default_factory=anyio.Event)
     outcome: Json | RpcError | None = None
-
-
-def request_id(value: Any) -> int | str | None:
-    """A JSON-RPC id as the SDK correlates it: a string or a non-bool int, "7" the same as 7."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        return None
-    if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            return value
-    return value
-
-
-def loads(line: bytes) -> Any:
-    """Parse one line; orjson first, the standard library for what it refuses (integers past 64 bits)."""
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return json.loads(line)
-
-
-def dumps(message: Json) -> bytes:
-    try:
-        return orjson.dumps(message) + b"\n"
-    except TypeError:  # an integer past 64 bits from the host's arguments
-        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
 class ChildSession:
@@ -261,12 +232,12 @@ class ChildSession:
         except ValueError as exc:
             log.warning("%s: skipped a line that is not JSON (%s): %.200r", self.name, exc, line)
             return
-        kind = _kind(message)
-        if kind == "response":
+        what = kind(message)
+        if what == "response":
             self._resolve(message)
-        elif kind == "request":
+        elif what == "request":
             self._spawn(self._answer, message)
-        elif kind == "notification":
+        elif what == "notification":
             self._notification(message["method"], message.get("params") or {})
         else:
             log.warning("%s: skipped a line that is not JSON-RPC: %.200r", self.name, line)
@@ -377,26 +348,6 @@ def _subscription(params: Json) -> str | None:
     meta = params.get("_meta")
     value = meta.get(w.SUBSCRIPTION_ID_META_KEY) if isinstance(meta, dict) else None
     return value if isinstance(value, str) else None
-
-
-def _kind(message: Any) -> str:
-    """What the SDK's message union would make of it: request, notification, response, or junk."""
-    if not isinstance(message, dict) or message.get("jsonrpc") != w.JSONRPC_VERSION:
-        return "junk"
-    params = message.get("params")
-    if "method" in message:
-        if not isinstance(message["method"], str) or not (params is None or isinstance(params, dict)):
-            return "junk"
-        if "id" not in message:
-            return "notification"
-        return "request" if request_id(message["id"]) is not None else "junk"
-    if "result" in message:
-        answered = isinstance(message["result"], dict) and request_id(message.get("id")) is not None
-        return "response" if answered else "junk"
-    error = message.get("error")
-    if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
-        return "response"
-    return "junk"
 
 
 @asynccontextmanager

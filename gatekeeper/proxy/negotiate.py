@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gatekeeper.proxy import mcpwire as w
-from gatekeeper.proxy.childrpc import ChildSession, Json, RpcError
+from gatekeeper.proxy.childrpc import ChildSession, RpcError
+from gatekeeper.proxy.rpclines import Json
 
 CLIENT_INFO: Json = {"name": "mcp", "version": "0.1.0"}
 CAPABILITIES: Json = {"roots": {"listChanged": True}}  # as the SDK client with a roots callback
