@@ -71,9 +71,11 @@ async def lean(
     """Our client on a freshly started child, negotiated in ``mode``; the child is ended on exit."""
     with open(tmp / "child-stderr.log", "a") as errlog:
         async with child_process(params, errlog) as process:
-            session = ChildSession(
-                process.stdin.send, name="peer", on_log=on_log, on_notify=on_notify, roots=lambda: roots_of(tmp)
-            )
+
+            async def roots() -> dict[str, Any]:
+                return roots_of(tmp)
+
+            session = ChildSession(process.stdin.send, name="peer", on_log=on_log, on_notify=on_notify, roots=roots)
             async with serving(session, process.stdout):
                 negotiated = await negotiate(session, mode)
                 yield session, negotiated, process

@@ -80,11 +80,15 @@ def write_policy(
     return policy
 
 
+SWITCHES = {k: os.environ[k] for k in ("GATEKEEPER_PROXY",) if k in os.environ}
+"""Switches a test run passes on to the proxy (``GATEKEEPER_PROXY=lean``: our own client toward children)."""
+
+
 def proxy_params(policy: Path, home: Path, *extra: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=PY,
         args=["-m", "gatekeeper", "proxy", "--policy", str(policy), *extra],
-        env={"GATEKEEPER_HOME": str(home), "PYTHONPATH": str(REPO), "GATEKEEPER_START_TIMEOUT": "20"},
+        env={"GATEKEEPER_HOME": str(home), "PYTHONPATH": str(REPO), "GATEKEEPER_START_TIMEOUT": "20", **SWITCHES},
         cwd=str(policy.parent),
     )
 

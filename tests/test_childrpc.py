@@ -259,3 +259,16 @@ async def test_requests_after_stdout_ends_fail_at_once() -> None:
     with pytest.raises(RpcError) as caught:
         await session.request("tools/list")
     assert caught.value.code == -32000 and written == []
+
+
+async def test_integers_past_64_bits_stay_exact_as_with_the_sdk_client(tmp_path: Path) -> None:
+    """orjson turns 12345678901234567890123 into a float without a word; the SDK client keeps it."""
+    params = StdioServerParameters(
+        command=PY, args=[str(PEERS / "raw_server.py")], env={"RAW_LOG": str(tmp_path / "raw.log")}
+    )
+    async with sdk(params, tmp_path, "legacy") as client:
+        expected = dump(await client.call_tool("odd", {}))
+    async with lean(params, tmp_path, "legacy") as (session, _, _process):
+        result = await session.request("tools/call", {"name": "odd", "arguments": {}})
+    assert result["_meta"]["big"] == 12345678901234567890123 == expected["_meta"]["big"]
+    assert isinstance(result["_meta"]["big"], int) and result["_meta"]["n"] == 1.5

@@ -33,7 +33,7 @@ log = logging.getLogger("gatekeeper.proxy")
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 Notify = Callable[[str, Json], Awaitable[None]]
 OnLog = Callable[[Json], Awaitable[None]]
-Roots = Callable[[], Json]
+Roots = Callable[[], Awaitable[Json]]
 CLOSED = "Connection closed"
 _CANCEL_WRITE = 5.0  # as the SDK: a wedged pipe must not hold a cancelled caller forever
 _LISTEN_ACK = "notifications/subscriptions/acknowledged"
@@ -289,7 +289,7 @@ class ChildSession:
         """The child asked us something: the SDK client's answers (section 2 of the plan)."""
         rid, method, params = message["id"], message["method"], message.get("params")
         try:
-            result = self.answer(method, params)
+            result = await self.answer(method, params)
         except RpcError as exc:
             error: Json = {"code": exc.code, "message": exc.message}
             if exc.data is not None:
@@ -298,7 +298,7 @@ class ChildSession:
             return
         await self._write_quietly({"jsonrpc": "2.0", "id": rid, "result": result})
 
-    def answer(self, method: str, params: Any) -> Json:
+    async def answer(self, method: str, params: Any) -> Json:
         """The result for one of the child's requests, or ``RpcError`` with the SDK client's words.
         A 2026 connection has no server-to-client requests: all of them are -32601 there."""
         version = self.version or w.LATEST_HANDSHAKE_VERSION
@@ -312,7 +312,7 @@ class ChildSession:
         if method == "roots/list":
             if self._roots is None:
                 raise RpcError(w.INVALID_REQUEST, "List roots not supported")
-            return self._roots()
+            return await self._roots()
         raise RpcError(w.INVALID_REQUEST, _NOT_SUPPORTED[method])
 
     def _spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:

@@ -8,6 +8,7 @@ logged and skipped), and ``request_id`` correlates ids as the SDK does ("7" is 7
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
@@ -29,12 +30,15 @@ def request_id(value: Any) -> int | str | None:
     return value
 
 
+_BIG_NUMBER = re.compile(rb"[0-9]{19}")  # as proxy/fastreply.py: orjson rounds these to floats, silently
+
+
 def loads(line: bytes) -> Any:
-    """Parse one line; orjson first, the standard library for what it refuses (integers past 64 bits)."""
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
+    """Parse one line: orjson, or the standard library where a 19-digit run may be an integer past
+    64 bits, which orjson would turn into a float (the SDK client's parser keeps it exact)."""
+    if _BIG_NUMBER.search(line):
         return json.loads(line)
+    return orjson.loads(line)
 
 
 def dumps(message: Json) -> bytes:

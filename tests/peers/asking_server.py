@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-ASKS = [
+ASKS: list[dict[str, object]] = [
     {"id": "p", "method": "ping"},
     {"id": 0, "method": "roots/list"},
     {"id": 2, "method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}},
@@ -48,7 +48,7 @@ def main() -> None:
         method, rid = message.get("method"), message.get("id")
         if method == "initialize":
             info = {"name": "asker", "version": "1.0"}
-            caps = {"tools": {}}
+            caps: dict[str, object] = {"tools": {}}
             send({"id": rid, "result": {"protocolVersion": "2025-11-25", "capabilities": caps, "serverInfo": info}})
         elif method == "server/discover":
             meta = {"io.modelcontextprotocol/serverInfo": {"name": "asker", "version": "1.0"}}
@@ -60,7 +60,7 @@ def main() -> None:
             send({"id": rid, "result": {"tools": [{"name": "hello", "inputSchema": {"type": "object"}}], **cache}})
         elif method == "tools/call":
             ask()
-            result = {"content": [{"type": "text", "text": "hello"}], "isError": False}
+            result: dict[str, object] = {"content": [{"type": "text", "text": "hello"}], "isError": False}
             if "io.modelcontextprotocol/protocolVersion" in (message.get("params") or {}).get("_meta", {}):
                 result["resultType"] = "complete"  # a 2026 result must say so
             send({"id": rid, "result": result})
