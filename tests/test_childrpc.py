@@ -105,7 +105,7 @@ async def test_a_child_dying_mid_call_fails_every_pending_request(tmp_path: Path
         async with anyio.create_task_group() as tg:
             tg.start_soon(slow)
             await await_until(Path(files["started"]).exists, 30, "the child to start the slow call")
-            with pytest.raises(RpcError) as died:
+            with pytest.raises(RpcError) as died, anyio.fail_after(30):
                 await session.request("tools/call", {"name": "die", "arguments": {}})
         assert (died.value.code, died.value.message) == (-32000, "Connection closed")
         assert [(e.code, str(e)) for e in outcomes if isinstance(e, RpcError)] == [(-32000, "Connection closed")]
