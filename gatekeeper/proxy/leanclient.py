@@ -190,4 +190,5 @@ async def lean_client(
         async with serving(rpc, process.stdout, pipe):
             negotiated = await negotiate(rpc, mode)
             version[0] = negotiated.protocol_version
+            log.info("%s: our own client toward the child (GATEKEEPER_PROXY=lean), %s", name, version[0])
             yield LeanClient(rpc, negotiated)
