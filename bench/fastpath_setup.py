@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -255,8 +256,15 @@ def cpu_seconds(pid: int) -> float:
 # -- the raw JSON-RPC client -----------------------------------------------------------------------
 
 
+ANSWER_WITHIN = 60.0  # seconds: a variant that stops answering is killed, so the bench fails instead of hanging
+
+
 class RawClient:
-    """Lines to the process's stdin, lines from its stdout: the least a client can do per call."""
+    """Lines to the process's stdin, lines from its stdout: the least a client can do per call.
+
+    A blocking readline has no timeout, and a per-call timer would be measured with the call; a
+    watchdog thread that reads one deadline every half second costs the call only two float stores.
+    """
 
     def __init__(self, spec: Launch, errlog: IO[str]) -> None:
         self.started = time.perf_counter()
@@ -272,6 +280,16 @@ class RawClient:
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         self.next_id = 0
         self.calls = 0
+        self.deadline = 0.0  # 0: not waiting for an answer
+        self.timed_out = False
+        threading.Thread(target=self._watch, name="raw-client-watchdog", daemon=True).start()
+
+    def _watch(self) -> None:
+        while self.proc.poll() is None:
+            time.sleep(0.5)
+            if self.deadline and time.monotonic() > self.deadline:
+                self.timed_out = True
+                self.proc.kill()  # its stdout closes: the blocked readline returns b""
 
     def send(self, message: dict[str, Any]) -> None:
         self.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
@@ -281,9 +299,18 @@ class RawClient:
         """Send one request and read until its answer (server requests get -32601, notifications skipped)."""
         self.next_id += 1
         self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        self.deadline = time.monotonic() + ANSWER_WITHIN
+        try:
+            return self._answer(method)
+        finally:
+            self.deadline = 0.0
+
+    def _answer(self, method: str) -> dict[str, Any]:
         while True:
             line = self.stdout.readline()
             if not line:
+                if self.timed_out:
+                    raise RuntimeError(f"{method}: no answer within {ANSWER_WITHIN:.0f} s; the process was killed")
                 raise RuntimeError(f"{method}: the process closed its stdout (exit {self.proc.poll()})")
             msg = json.loads(line)
             if "method" in msg:
