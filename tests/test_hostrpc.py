@@ -86,7 +86,7 @@ class Handlers:
             raise RpcError(-32602, "invalid params for tools/call: params.name: Field required", {"why": 1})
         if name == "progress":
             await request.progress(1, 2, "half")
-        return {"echo": name}
+        return {} if request.method == "ping" else {"echo": name}
 
     async def on_notify(self, method: str, params: Any) -> None:
         self.notified.append((method, params))
@@ -119,7 +119,7 @@ async def test_a_slow_request_does_not_hold_up_the_next() -> None:
         slow = handlers.gate("slow")
         await send(call(1, "tools/call", {"name": "slow"}))
         await send(call(2, "ping"))
-        assert await outbox.wait_for(answer_to(2)) == {"jsonrpc": "2.0", "id": 2, "result": {"echo": "ping"}}
+        assert await outbox.wait_for(answer_to(2)) == {"jsonrpc": "2.0", "id": 2, "result": {}}
         slow.set()
         await outbox.wait_for(answer_to(1))
     assert outbox.answers() == [2, 1]
@@ -235,3 +235,76 @@ async def test_responses_are_dropped_and_a_failing_notification_handler_is_not_f
         await outbox.wait_for(answer_to(2))
     assert outbox.answers() == [2]
     assert handlers.notified == [("notifications/explode", None)]
+
+
+# -- the same scripts against the SDK's own server: what hostrpc copies ------------------------------------
+
+HELLO = call("init", "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}})
+OPENING = [HELLO, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call(1, "tools/call", {"name": "slow"})]
+SCRIPTS = {
+    "cancel-then-ping": [cancelled(1), call(2, "ping")],
+    "end-of-input-while-in-flight": [],
+    "duplicate-id-then-end-of-input": [call(1, "ping")],
+    "cancel-by-stringified-id": [cancelled("1"), call(2, "ping")],
+}
+
+
+async def sdk_transcript(script: list[Message]) -> list[Message]:
+    """What a real SDK server writes for ``OPENING`` (its tools/call waits until cancelled), then
+    ``script`` once that call runs, then the end of input (after the last request's answer)."""
+    import mcp_types as types
+    from mcp.server import Server
+    from mcp.shared.message import SessionMessage
+
+    started, outbox = anyio.Event(), Outbox()
+
+    async def hold(ctx: Any, params: Any) -> Any:
+        started.set()
+        await anyio.sleep_forever()
+
+    server: Server[Any] = Server("oracle", on_call_tool=hold)
+    to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+    server_out, from_server = anyio.create_memory_object_stream[SessionMessage](16)
+
+    async def collect() -> None:
+        async with from_server:
+            async for sent in from_server:
+                await outbox.send(sent.message.model_dump(by_alias=True, mode="json", exclude_unset=True))
+
+    async def feed(messages: list[Message]) -> None:
+        for message in messages:
+            await to_server.send(SessionMessage(types.jsonrpc_message_adapter.validate_python(message)))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.run, server_in, server_out, server.create_initialization_options())
+            tg.start_soon(collect)
+            async with to_server:
+                await feed(OPENING)
+                await started.wait()
+                await feed(script)
+                if script:
+                    await outbox.wait_for(answer_to(script[-1]["id"]))
+    return [m for m in outbox.sent if m.get("id") != "init"]
+
+
+async def our_transcript(script: list[Message]) -> list[Message]:
+    async with dispatcher() as (send, outbox, handlers, _):
+        handlers.gate("slow")
+        for message in OPENING:
+            await send(message)
+        with anyio.fail_after(5):
+            await handlers.started["slow"].wait()
+        for message in script:
+            await send(message)
+        if script:
+            await outbox.wait_for(answer_to(script[-1]["id"]))
+    return [m for m in outbox.sent if m.get("id") != "init"]
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+async def test_cancellation_and_the_end_of_input_are_what_the_sdk_server_does(name: str) -> None:
+    ours = await our_transcript(SCRIPTS[name])
+    assert ours == await sdk_transcript(SCRIPTS[name])
+    if name.startswith("end"):
+        assert ours == [{"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "Connection closed"}}]
