@@ -4,6 +4,8 @@ own, built by ``Proxy``, and one with fixed results), and the proxy's recorded a
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -220,7 +222,7 @@ def _dumped(result: Any) -> dict[str, Any]:
     return dumped
 
 
-@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", MODERN])
+@pytest.mark.parametrize("version", [*w.HANDSHAKE_PROTOCOL_VERSIONS, MODERN])
 @pytest.mark.parametrize(("method", "result"), RESULTS + MODELS, ids=lambda value: str(value)[:40])
 def test_results_are_shaped_for_each_era_as_the_sdk_shapes_them(method: str, result: Any, version: str) -> None:
     given_result = _dumped(result)
@@ -269,3 +271,14 @@ def test_generated_tool_results_are_shaped_as_the_sdk_shapes_them(result: dict[s
     except KeyError:  # the SDK refused the result itself (-32603): not a shape Gatekeeper builds
         return
     assert hostera.shape_result("tools/call", version, result) == expected
+
+
+def test_the_new_host_side_modules_load_no_sdk_pydantic_or_store() -> None:
+    """What they exist for: the proxy can load them before (or without) the SDK."""
+    code = (
+        "import sys, gatekeeper.proxy.hostera, gatekeeper.proxy.wireparse, gatekeeper.proxy.hostrpc; "
+        "print(' '.join(sorted({name.split('.')[0] for name in sys.modules})))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert not {"mcp", "mcp_types", "pydantic", "sqlalchemy", "httpx2", "yaml"} & set(out)
+    assert "orjson" in out and "anyio" in out
