@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server import NotificationOptions, Server
+from mcp.server import Server
 from mcp.server.caching import CacheHint
 from mcp.server.lowlevel.server import lifespan as no_lifespan
 from mcp.shared.message import SessionMessage
@@ -128,7 +128,3 @@ def fixed_results_server(results: dict[str, Any]) -> Server[Any]:
         on_get_prompt=handler("prompts/get"),
         on_completion=handler("completion/complete"),
     )
-
-
-def notification_options() -> NotificationOptions:
-    return NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True)

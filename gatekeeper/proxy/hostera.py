@@ -4,10 +4,11 @@ Step 3 of issue 12 replaces the SDK's ``Server`` toward the host (~1 s import, ~
 dispatcher. This module holds the era rules that dispatcher needs, as the SDK 2.3 server applies them
 (``mcp/server/runner.py``, ``mcp/shared/inbound.py``): which era a connection's first request opens,
 the 2026-07-28 envelope checks with their exact codes and texts, the version ``initialize``
-negotiates, the ``initialize`` and ``server/discover`` answers, and how a result is shaped per era.
-``tests/test_hostera.py`` holds each against the SDK (its classifier, a real ``Server`` built as
-``proxy/server.py`` builds it, and the proxy's recorded answers). Stdlib only: nothing here may
-cost start-up time.
+negotiates, the ``initialize`` and ``server/discover`` answers, how a result is shaped per era, and
+``Connection``: the era lock, which methods exist at a revision, and the handshake gate.
+``tests/test_hostera.py`` and ``tests/test_hostera_gate.py`` hold each against the SDK (its
+classifier, a real ``Server`` in memory, Gatekeeper's own as ``Proxy`` builds it, and the proxy's
+recorded answers). Stdlib only: nothing here may cost start-up time. Not wired in yet.
 """
 
 from __future__ import annotations
@@ -198,3 +199,83 @@ def shape_result(method: str, version: str, result: Mapping[str, Any]) -> dict[s
             meta[w.SERVER_INFO_META_KEY] = server_info()
         out["_meta"] = meta
     return out
+
+
+# -- a connection's era and gate -------------------------------------------------------------------------
+
+HANDSHAKE_METHODS: Final = frozenset(
+    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+    | {"tools/list", "tools/call", "resources/list", "resources/templates/list", "resources/read"}
+    | {"prompts/list", "prompts/get", "completion/complete"}
+)
+"""The requests the handshake revisions define (the same at each; mcp_types.methods.CLIENT_REQUESTS)."""
+MODERN_METHODS: Final = frozenset(
+    {"server/discover", "subscriptions/listen", "tools/list", "tools/call", "resources/list"}
+    | {"resources/templates/list", "resources/read", "prompts/list", "prompts/get", "completion/complete"}
+)
+SERVED: Final = (HANDSHAKE_METHODS | MODERN_METHODS) - {"resources/subscribe", "resources/unsubscribe"}
+"""What Gatekeeper has a handler for (the rest of a revision's methods is -32601)."""
+NOT_INITIALIZED: Final = Rejection(w.INVALID_PARAMS, "Invalid request parameters", "")
+"""A request before the handshake (anything but ping): the SDK's words, kept for its clients."""
+HELD_FRAMES: Final = 8
+"""Notifications kept from before a connection's first request, replayed once its era is known."""
+
+
+def method_not_found(method: str) -> Rejection:
+    return Rejection(w.METHOD_NOT_FOUND, "Method not found", method)
+
+
+class Connection:
+    """One host connection's era (its first request decides, once) and its handshake gate.
+
+    For each request: ``route`` (the era and envelope, and whether the method exists at that
+    revision), then the caller checks the params (-32602), then ``gate`` (served, and past the
+    handshake). ``initialized`` after answering ``initialize``; ``notified`` for each notification.
+    """
+
+    def __init__(self) -> None:
+        self.modern: bool | None = None  # None: no request yet
+        self.version: str = w.LATEST_HANDSHAKE_VERSION  # a handshake connection's until initialize settles it
+        self.ready = False  # the gate: initialize answered, or notifications/initialized seen
+        self._held: list[str] = []
+
+    def route(self, method: str, params: Any) -> Rejection | str:
+        """The version this request is served at, or its refusal."""
+        if self.modern is None:
+            self.modern = opens_modern(method, params)
+            for held in self._held:
+                self.notified(held)
+            self._held = []
+        if self.modern:
+            if method == "initialize":
+                return initialize_on_modern(params)
+            envelope = classify(params)
+            if isinstance(envelope, Rejection):
+                return envelope
+            version, methods = envelope.protocol_version, MODERN_METHODS
+        else:
+            if method != "initialize" and has_envelope(params):
+                return ENVELOPE_ON_LEGACY
+            version, methods = self.version, HANDSHAKE_METHODS
+        return version if method in methods else method_not_found(method)
+
+    def gate(self, method: str) -> Rejection | None:
+        """After the params check: -32601 for what Gatekeeper does not serve, then the handshake gate
+        (a modern connection has none: every request carries its envelope)."""
+        if method not in SERVED:
+            return method_not_found(method)
+        if not self.modern and not self.ready and method not in ("ping", "initialize"):
+            return NOT_INITIALIZED
+        return None
+
+    def initialized(self, requested: str) -> None:
+        """``initialize`` was answered: the connection speaks the negotiated version from now on."""
+        self.version, self.ready = negotiated_version(requested), True
+
+    def notified(self, method: str) -> None:
+        """A notification arrived: before the first request it waits (up to ``HELD_FRAMES``) for the era."""
+        if self.modern is None:
+            if len(self._held) < HELD_FRAMES:
+                self._held.append(method)
+        elif method == "notifications/initialized":
+            self.ready = True  # (a modern connection has no gate to open)
