@@ -1,10 +1,11 @@
 """What ``gatekeeper proxy`` loads: a structural guard on its import graph, not a timing.
 
 The real proxy runs in front of the real notes server, answers a raw initialize, tools/list and a
-read, then ends at stdin EOF; an ``atexit`` hook in that process writes down every module loaded
-and, for each watched package, which module imported it. The proxy must start fast (issue 12), so
-the store writes with sqlite3 (no SQLAlchemy), the ``proxy`` command loads no other command and no
-rich, and Jinja2 loads only for a policy with a template.
+read, then ends at stdin EOF; an ``atexit`` hook in that process writes down every module loaded,
+for each watched package which module imported it first, and which of Gatekeeper's own modules
+import it at all. The proxy must start fast (issue 12), so the store writes with sqlite3 (no
+SQLAlchemy), the ``proxy`` command loads no other command and no rich, Jinja2 loads only for a
+policy with a template, and the HTTP client only for a policy with a url server.
 """
 
 from __future__ import annotations
