@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from mcp import MCPError
 
-from gatekeeper.proxy import eras, remote
-from gatekeeper.proxy.httpcarrier import RESEND, TIMEOUT, Trouble
+from gatekeeper.proxy import eras
+from gatekeeper.proxy.carrier import RESEND, TIMEOUT, Trouble
 from gatekeeper.proxy.mcpwire import INTERNAL_ERROR, SERVER_INFO_META_KEY, tool_error
 
 if TYPE_CHECKING:
@@ -198,7 +197,12 @@ class Replies:
 
     def trouble(self, carrier: Carrier, ours: str, trouble: Trouble) -> None:
         """An HTTP exchange went wrong (``HttpCarrier.on_trouble``): what ``Downstream.call`` and its
-        callers on the SDK path make of the same error, for a call still waiting."""
+        callers on the SDK path make of the same error, for a call still waiting. Only a url server's
+        carrier reports trouble, so proxy/remote.py (httpx2, the SDK's HTTP client) is imported here."""
+        from mcp import MCPError
+
+        from gatekeeper.proxy import remote
+
         call = self.pending.pop(ours, None)
         if call is None:
             return  # the host cancelled it
