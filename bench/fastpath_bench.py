@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+from fastpath_profile import profile_report
 from fastpath_setup import (
     COLD_MARGIN_S,
     FASTMCP_PACKAGE,
@@ -62,7 +63,6 @@ from fastpath_setup import (
     filesystem,
     launch,
     notes,
-    profile_report,
     rss_mib,
 )
 from harness import FULL, QUICK, Figure, Report, log, make_home, p50, p99, print_table

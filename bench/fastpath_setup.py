@@ -5,12 +5,11 @@ runs them; see its docstring."""
 from __future__ import annotations
 
 import fcntl
-import io
 import json
 import os
-import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -255,8 +254,15 @@ def cpu_seconds(pid: int) -> float:
 # -- the raw JSON-RPC client -----------------------------------------------------------------------
 
 
+ANSWER_WITHIN = 60.0  # seconds: a variant that stops answering is killed, so the bench fails instead of hanging
+
+
 class RawClient:
-    """Lines to the process's stdin, lines from its stdout: the least a client can do per call."""
+    """Lines to the process's stdin, lines from its stdout: the least a client can do per call.
+
+    A blocking readline has no timeout, and a per-call timer would be measured with the call; a
+    watchdog thread that reads one deadline every half second costs the call only two float stores.
+    """
 
     def __init__(self, spec: Launch, errlog: IO[str]) -> None:
         self.started = time.perf_counter()
@@ -272,6 +278,16 @@ class RawClient:
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         self.next_id = 0
         self.calls = 0
+        self.deadline = 0.0  # 0: not waiting for an answer
+        self.timed_out = False
+        threading.Thread(target=self._watch, name="raw-client-watchdog", daemon=True).start()
+
+    def _watch(self) -> None:
+        while self.proc.poll() is None:
+            time.sleep(0.5)
+            if self.deadline and time.monotonic() > self.deadline:
+                self.timed_out = True
+                self.proc.kill()  # its stdout closes: the blocked readline returns b""
 
     def send(self, message: dict[str, Any]) -> None:
         self.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
@@ -281,9 +297,18 @@ class RawClient:
         """Send one request and read until its answer (server requests get -32601, notifications skipped)."""
         self.next_id += 1
         self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        self.deadline = time.monotonic() + ANSWER_WITHIN
+        try:
+            return self._answer(method)
+        finally:
+            self.deadline = 0.0
+
+    def _answer(self, method: str) -> dict[str, Any]:
         while True:
             line = self.stdout.readline()
             if not line:
+                if self.timed_out:
+                    raise RuntimeError(f"{method}: no answer within {ANSWER_WITHIN:.0f} s; the process was killed")
                 raise RuntimeError(f"{method}: the process closed its stdout (exit {self.proc.poll()})")
             msg = json.loads(line)
             if "method" in msg:
@@ -323,78 +348,3 @@ class RawClient:
             self.proc.kill()
             self.proc.wait()
         self.stdout.close()
-
-
-# -- one run ---------------------------------------------------------------------------------------
-
-
-PROFILE_CALLS = 2000  # enough that the calls, not the start-up, fill the profile
-# (end of the file name, function) -> what it counts; plain functions only, since cProfile counts
-# every resumption of a coroutine as another call
-PER_CALL = {
-    ("base_events.py", "_run_once"): "event-loop iterations",
-    ("~", "validate_json"): "pydantic validate_json",
-    ("~", "validate_python"): "pydantic validate_python",
-    ("json/__init__.py", "loads"): "json.loads",
-    ("~", "posix.write"): "os.write in the loop's thread",
-}
-
-
-def per_call(stats: Any) -> str:
-    """How often the proxy's main thread does each costly thing per call, and own time by package."""
-    counts = dict.fromkeys(PER_CALL, 0)
-    by_area: dict[str, float] = {}
-    for (filename, _line, func), (_cc, ncalls, tottime, _ct, _callers) in stats.stats.items():
-        builtin = re.match(r"<(?:method|built-in method) '?([\w.]+)", func)
-        name = builtin.group(1) if builtin else func
-        for end, fn in PER_CALL:
-            if name == fn and filename.endswith(end):
-                counts[end, fn] += ncalls
-        if "epoll" in func:
-            area = "waiting in epoll"
-        elif "site-packages/" in filename:
-            area = filename.split("site-packages/")[1].split("/")[0]
-        elif "/gatekeeper/" in filename:
-            area = "gatekeeper"
-        elif filename == "~":
-            area = f"builtin {name}"
-        elif "/lib/python" in filename:
-            parent = Path(filename).parent.name
-            area = "stdlib " + (Path(filename).stem if parent.startswith("python") else parent)
-        else:
-            area = filename
-        by_area[area] = by_area.get(area, 0.0) + tottime
-    each = ", ".join(f"{counts[k] / PROFILE_CALLS:.1f} {what}" for k, what in PER_CALL.items())
-    areas = ", ".join(f"{k} {v:.2f} s" for k, v in sorted(by_area.items(), key=lambda kv: -kv[1])[:14])
-    return f"per call: {each}; own time by area (incl. start-up imports): {areas}"
-
-
-def profile_report(setup: Setup, servers: list[Server]) -> list[str]:
-    """Raw calls through the Gatekeeper proxy under cProfile (its main thread: the event loop);
-    the top functions by own time and by cumulative time."""
-    import pstats
-
-    assert setup.profile_dir is not None
-    lines = []
-    for server in servers:
-        for old in setup.profile_dir.glob("*.prof"):
-            old.unlink()
-        with open(setup.work / "profile.err", "a", encoding="utf-8") as err:
-            client = RawClient(launch("gatekeeper", server, setup), err)
-            try:
-                client.handshake()
-                for _ in range(PROFILE_CALLS):
-                    client.call(server.tool, server.args)
-            finally:
-                client.close()
-        dumps = sorted(setup.profile_dir.glob("*.prof"))
-        if not dumps:
-            lines.append(f"profile {server.key}: no stats written (the proxy did not return normally)")
-            continue
-        buf = io.StringIO()
-        stats = pstats.Stats(str(dumps[-1]), stream=buf)
-        lines.append(f"profile of the gatekeeper proxy, {server.key}, {PROFILE_CALLS} raw calls: {per_call(stats)}")
-        stats.sort_stats("tottime").print_stats(25)
-        stats.sort_stats("cumulative").print_stats(30)
-        lines.append(buf.getvalue())
-    return lines

@@ -17,6 +17,7 @@ import pytest
 
 from gatekeeper.audit.rows import RowProblem, passkey_action
 from gatekeeper.home import Home
+from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 from gatekeeper.store.target import PostgresUrl
 from tests.helpers import TEST_PASSWORD, add_reviewer
@@ -43,14 +44,14 @@ def verify() -> tuple[int, dict[str, Any]]:
     return run.returncode, json.loads(run.stdout)
 
 
-def tamper(home: Home, sql: str, *params: object, unguard: str | None = None) -> None:
+def tamper(home: Home, sql: str, *params: object, unguard: str | None = None, trigger: str = "forward_only") -> None:
     """As a writer with the database and no key: the new values with another row's signature (the
-    ``unguard`` table's trigger that keeps a passkey's fixed columns fixed dropped first)."""
+    ``unguard`` table's guard ``trigger``, e.g. the one that keeps a passkey's fixed columns fixed, dropped first)."""
     conn = connect_now(home.database)
     try:
         if unguard is not None:
             on = f" ON {unguard}" if isinstance(home.database, PostgresUrl) else ""
-            conn.execute(f"DROP TRIGGER {unguard}_forward_only{on}")
+            conn.execute(f"DROP TRIGGER {unguard}_{trigger}{on}")
         conn.execute(sql, params)
         conn.commit()
     finally:
@@ -96,6 +97,33 @@ def test_a_replaced_password_hash_is_named_and_fails(home: Home, credential: str
     done = gk("reviewer", "passwd", "alice", "--password-stdin", stdin=TEST_PASSWORD + "\n")
     assert done.returncode == 0, done.stderr
     assert verify()[0] == 0  # what the line says to do signs the row afresh
+
+
+def test_a_new_password_does_not_sign_a_reviewer_re_enabled_behind_gatekeepers_back(
+    home: Home, store: Store, credential: str
+) -> None:
+    """Disabling is final; a writer who puts alice's signed pre-disable row back (a replay, so the
+    signature guard lets it through) must not get it re-signed by the next `reviewer passwd`."""
+    with Reader(home.database) as r:
+        (before,) = [p for p in (json.loads(e[5]) for e in r.events(kind="reviewer_added")) if p["reviewer"] == "alice"]
+    store.disable_reviewer("alice")
+    tamper(
+        home,
+        "UPDATE reviewer SET disabled_at = NULL, key_id = ?, signature = ? WHERE name = 'alice'",
+        before["key_id"],
+        before["signature"],
+        unguard="reviewer",
+        trigger="fixed",
+    )
+    assert "an older row was put back" in verify()[1]["row_problems"][0]["problem"]
+
+    done = gk("reviewer", "passwd", "alice", "--password-stdin", stdin=TEST_PASSWORD + "\n")
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert "was disabled (audit seq" in done.stderr and "says enabled" in done.stderr, done.stderr
+    assert verify()[0] == 1  # still named, not laundered
+    advised = gk("reviewer", "disable", "alice")  # what the refusal says to do
+    assert advised.returncode == 0, advised.stderr
+    assert verify()[0] == 0 and store.reviewer("alice").disabled_at is not None  # type: ignore[union-attr]
 
 
 def test_a_swapped_passkey_public_key_is_named_and_fails(home: Home, credential: str) -> None:

@@ -67,7 +67,11 @@ def test_bench_modules_import_the_harness_not_each_other() -> None:
         if name != "run":
             # fastpath_bench's launchers and raw client live beside it (a module stays under 400 lines)
             # (team_bench's PostgreSQL cluster, homes and fill live in teamdb, for the same reason)
-            extra = {"fastpath_setup"} if name == "fastpath_bench" else {"teamdb"} if name == "team_bench" else set()
+            extra = {
+                "fastpath_bench": {"fastpath_setup", "fastpath_profile"},
+                "fastpath_profile": {"fastpath_setup"},
+                "team_bench": {"teamdb"},
+            }.get(name, set())
             assert imported <= {"harness", "bigdb"} | extra, f"bench/{name}.py imports {sorted(imported)}"
     benches = {
         "write_bench",
@@ -81,3 +85,25 @@ def test_bench_modules_import_the_harness_not_each_other() -> None:
         "team_bench",
     }
     assert graph["run"] >= benches
+
+
+def test_a_variant_that_stops_answering_fails_the_bench_instead_of_hanging_it(tmp_path: Path) -> None:
+    """The raw client's watchdog kills a process that swallows a request, and says so."""
+    script = (
+        "import sys, time\n"
+        "sys.path.insert(0, 'bench')\n"
+        "import fastpath_setup as s\n"
+        "s.ANSWER_WITHIN = 1.0\n"
+        "mute = s.Launch([sys.executable, '-c', 'import time; time.sleep(60)'], {})\n"
+        "client = s.RawClient(mute, sys.stderr)\n"
+        "started = time.monotonic()\n"
+        "try:\n"
+        "    client.request('initialize', {})\n"
+        "except RuntimeError as e:\n"
+        "    print(f'{time.monotonic() - started:.1f}', e)\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=30)
+    waited, _, message = done.stdout.strip().partition(" ")
+    assert message == "initialize: no answer within 1 s; the process was killed", done.stdout + done.stderr
+    assert float(waited) < 10

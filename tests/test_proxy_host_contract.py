@@ -387,6 +387,43 @@ for _n, (_name, _meta, _expected) in enumerate(RUNGS):
     )
 
 
+# Gatekeeper's own tool results (a denied tool, the status tool): built by the proxy, not a child's.
+# A 2025 host gets no resultType; a 2026 host gets it and the stamp (the SDK server's sieve, which
+# answers -32603 for a result it rejects).
+DENIED = (
+    "Tool 'notes__nope' is not available through Gatekeeper: the policy does not allow it. Use one of the "
+    "listed tools, or ask the person running Gatekeeper to add it to policy.yaml."
+)
+OWN_CALLS = [
+    ("d", {"name": "notes__nope", "arguments": {}}, DENIED),
+    (
+        "s",
+        {"name": "gatekeeper_proposal_status", "arguments": {}},
+        "Pass proposal_id: the id a proposing call returned.",
+    ),
+    (
+        "u",
+        {"name": "gatekeeper_proposal_status", "arguments": {"proposal_id": "nope"}},
+        "No proposal 'nope'. Use the proposal_id from the proposing call's result.",
+    ),
+]
+
+
+def own_error(text: str, *modern: bool) -> dict[str, Any]:
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
+    return {**result, "resultType": "complete", "_meta": STAMP} if modern else result
+
+
+CASES["own-tool-errors-2025"] = Case(
+    [*handshake(), *(step for rid, p, _ in OWN_CALLS for step in (Send(request(rid, "tools/call", p)), Answer(rid)))],
+    [opened(), *(answer(rid, own_error(text)) for rid, _, text in OWN_CALLS)],
+)
+CASES["own-tool-errors-2026"] = Case(
+    [*(step for rid, p, _ in OWN_CALLS for step in (Send(modern(rid, "tools/call", p)), Answer(rid)))],
+    [answer(rid, own_error(text, True)) for rid, _, text in OWN_CALLS],
+)
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_raw_host_gets_todays_answers(name: str, tmp_path: Path, home: Home) -> None:
     case = CASES[name]

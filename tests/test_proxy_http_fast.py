@@ -5,6 +5,11 @@ with ``--record``: every HTTP exchange it had (headers, request, answer as sent)
 file. A request id ``gatekeeper-fast-N`` at the server shows the raw path was taken (the SDK client's
 ids are integers); the server's own answer bytes at the host show nothing re-serialised them. Where
 something goes wrong, the host gets what the SDK path (``GATEKEEPER_FAST_PATH=0``) gives.
+
+Starting a server costs ~2 s and a proxy ~2.5 s, so they are shared where nothing leaks: one stateful
+server per answer style for the module, each test on its own URL (``/TAG/mcp``), so with its own
+sessions and its own record file; and one proxy per path (fast, SDK) in front of one hostile server
+per failure mode, each test calling its own mode's server with its own request ids.
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ import subprocess
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +31,7 @@ import httpx2
 import pytest
 
 from gatekeeper.home import Home
+from tests.helpers import make_home
 from tests.http_servers import free_port, running, start, stop
 from tests.http_support import vault_server
 from tests.proxy_support import proxy_params
@@ -86,42 +94,100 @@ class HttpHost(RawProxy):
         self._reader.start()
 
 
+def handshake(proxy: HttpHost) -> None:
+    """The host's 2025-11-25 handshake and a tools/list (what the fast path waits for)."""
+    info = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+    proxy.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": info})
+    assert "result" in proxy.wait_for("init")
+    proxy.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    proxy.send({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
+    assert "result" in proxy.wait_for("list"), proxy.lines
+
+
+@contextmanager
+def raw_hosts(path: Path, home: Home, mode: str = "legacy", fast: Sequence[bool] = (True,)) -> Iterator[list[HttpHost]]:
+    """One proxy per entry of ``fast`` (its path), all started at once, each after ``handshake``."""
+    proxies: list[HttpHost] = []
+    try:
+        proxies.extend(HttpHost(path, home.path, mode, f) for f in fast)
+        for proxy in proxies:
+            handshake(proxy)
+        yield proxies
+        for proxy in proxies:
+            proxy.assert_stdout_is_jsonrpc()
+    finally:
+        for proxy in proxies:
+            proxy.close()
+
+
 @contextmanager
 def raw_host(path: Path, home: Home, mode: str = "legacy", fast: bool = True) -> Iterator[HttpHost]:
-    """The proxy after the host's 2025-11-25 handshake and a tools/list (what the fast path waits for)."""
-    proxy = HttpHost(path, home.path, mode, fast)
-    try:
-        info = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
-        proxy.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": info})
-        assert "result" in proxy.wait_for("init")
-        proxy.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        proxy.send({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
-        assert "result" in proxy.wait_for("list"), proxy.lines
+    with raw_hosts(path, home, mode, (fast,)) as [proxy]:
         yield proxy
-        proxy.assert_stdout_is_jsonrpc()
-    finally:
-        proxy.close()
+
+
+@dataclass(frozen=True)
+class Vault:
+    """One test's stateful server: its own URL (a tag in the path) and the file its exchanges go to."""
+
+    url: str
+    record: Path
+
+
+class Vaults:
+    """The module's stateful servers, one per answer style (SSE, JSON), started on first use. Each
+    ``vault()`` is a new tag: the proxy's sessions there and the record file are that test's alone."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.ports: dict[bool, int] = {}
+        self.servers = ExitStack()
+
+    def vault(self, json_answers: bool = False) -> Vault:
+        if json_answers not in self.ports:
+            port = free_port()
+            extra = ["--json"] if json_answers else []
+            self.servers.enter_context(serve(self.folder, port, *extra))
+            self.ports[json_answers] = port
+        tag = f"t{uuid.uuid4().hex[:12]}"
+        url = f"http://127.0.0.1:{self.ports[json_answers]}/{tag}/mcp"
+        return Vault(url, self.folder / "records" / f"{tag}.jsonl")
+
+
+@pytest.fixture(scope="module")
+def vaults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Vaults]:
+    shared = Vaults(tmp_path_factory.mktemp("vaults"))
+    with shared.servers:
+        yield shared
 
 
 def serve(tmp: Path, port: int, *extra: str) -> Any:
-    args = [str(tmp / "vault"), "--token-env", "VAULT_TOKEN", "--record", str(tmp / "record.jsonl"), *extra]
+    """The stateful server over ``tmp/vault``, recording into ``tmp/records`` (one file per URL tag)."""
+    (tmp / "vault").mkdir(exist_ok=True)
+    (tmp / "vault" / "hello.md").write_text("# Hello\n")
+    args = [str(tmp / "vault"), "--token-env", "VAULT_TOKEN", "--record", str(tmp / "records"), *extra]
     return running(SERVER, *args, port=port, env={"VAULT_TOKEN": TOKEN})
 
 
-def exchanges(tmp: Path, method: str | None = None) -> list[dict[str, Any]]:
+def exchanges(record: Path, method: str | None = None) -> list[dict[str, Any]]:
     """What the server received and answered, in order; each with its request parsed as ``message``."""
-    path = tmp / "record.jsonl"
     found = []
-    for line in path.read_text().splitlines() if path.exists() else []:
-        record = json.loads(line)
-        record["message"] = json.loads(record["body"]) if record["body"] else {}
-        if method is None or record["message"].get("method") == method:
-            found.append(record)
+    for line in record.read_text().splitlines() if record.exists() else []:
+        entry = json.loads(line)
+        entry["message"] = json.loads(entry["body"]) if entry["body"] else {}
+        if method is None or entry["message"].get("method") == method:
+            found.append(entry)
     return found
 
 
-def tool_calls(tmp: Path, name: str) -> list[dict[str, Any]]:
-    return [r for r in exchanges(tmp, "tools/call") if r["message"]["params"]["name"] == name]
+def tool_calls(record: Path, name: str) -> list[dict[str, Any]]:
+    return [r for r in exchanges(record, "tools/call") if r["message"]["params"]["name"] == name]
+
+
+def recorded(record: Path, name: str) -> list[dict[str, Any]]:
+    """The calls of ``name``, once there is one: the server writes an exchange down just after it ends."""
+    found: list[dict[str, Any]] = wait_until(lambda: tool_calls(record, name), f"a recorded {name} call")
+    return found
 
 
 def answer_bytes(record: dict[str, Any]) -> bytes:
@@ -140,15 +206,14 @@ def answer_bytes(record: dict[str, Any]) -> bytes:
 
 @pytest.mark.parametrize("answers", ["sse", "json"])
 def test_an_allowed_call_is_one_raw_post_answered_with_the_servers_bytes(
-    tmp_path: Path, home: Home, answers: str
+    tmp_path: Path, home: Home, vaults: Vaults, answers: str
 ) -> None:
-    port = free_port()
-    with serve(tmp_path, port, *(["--json"] if answers == "json" else [])):
-        with raw_host(policy(tmp_path, f"http://127.0.0.1:{port}/mcp"), home) as proxy:
-            proxy.send(call(41, "read_note", {"name": "hello.md"}))
-            line = answer_line(proxy, 41)
-        listed = exchanges(tmp_path, "tools/list")[-1]
-        [post] = tool_calls(tmp_path, "read_note")
+    vault = vaults.vault(json_answers=answers == "json")
+    with raw_host(policy(tmp_path, vault.url), home) as proxy:
+        proxy.send(call(41, "read_note", {"name": "hello.md"}))
+        line = answer_line(proxy, 41)
+    listed = exchanges(vault.record, "tools/list")[-1]
+    [post] = recorded(vault.record, "read_note")
     ours = post["message"]["id"]
     assert isinstance(ours, str) and FAST.match(ours), f"the SDK path was taken: id {ours!r}"
     server = answer_bytes(post)
@@ -162,14 +227,15 @@ def test_an_allowed_call_is_one_raw_post_answered_with_the_servers_bytes(
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-def test_progress_and_logs_on_the_event_stream_come_before_the_answer(tmp_path: Path, home: Home, mode: str) -> None:
-    port = free_port()
-    with serve(tmp_path, port):
-        with raw_host(policy(tmp_path, f"http://127.0.0.1:{port}/mcp"), home, mode) as proxy:
-            proxy.send(call("s", "steps", {"n": 3}, progressToken="tok"))
-            answer_line(proxy, "s")
-            lines = [json.loads(line) for line in proxy.lines]
-        [post] = tool_calls(tmp_path, "steps")
+def test_progress_and_logs_on_the_event_stream_come_before_the_answer(
+    tmp_path: Path, home: Home, vaults: Vaults, mode: str
+) -> None:
+    vault = vaults.vault()
+    with raw_host(policy(tmp_path, vault.url), home, mode) as proxy:
+        proxy.send(call("s", "steps", {"n": 3}, progressToken="tok"))
+        answer_line(proxy, "s")
+        lines = [json.loads(line) for line in proxy.lines]
+    [post] = recorded(vault.record, "steps")
     assert FAST.match(post["message"]["id"]), post["message"]["id"]
     assert post["headers"]["accept"] == "application/json, text/event-stream"
     end = next(i for i, m in enumerate(lines) if m.get("id") == "s")
@@ -180,17 +246,17 @@ def test_progress_and_logs_on_the_event_stream_come_before_the_answer(tmp_path: 
     assert lines[end]["result"]["structuredContent"] == {"result": 3}
 
 
-def test_proposed_and_denied_tools_never_reach_the_server(tmp_path: Path, home: Home) -> None:
-    port = free_port()
-    with serve(tmp_path, port), raw_host(policy(tmp_path, f"http://127.0.0.1:{port}/mcp"), home) as proxy:
+def test_proposed_and_denied_tools_never_reach_the_server(tmp_path: Path, home: Home, vaults: Vaults) -> None:
+    vault = vaults.vault()
+    with raw_host(policy(tmp_path, vault.url), home) as proxy:
         proxy.send(call(1, "create_note", {"name": "new.md", "body": "hi"}))
         proxy.send(call(2, "erase_all", {}))
         proxy.send(call(3, "read_note", {"name": "hello.md"}))
         proposed, denied = proxy.wait_for(1), proxy.wait_for(2)
         proxy.wait_for(3)
     assert "proposal" in json.dumps(proposed).lower() and denied["result"]["isError"] is True
-    assert tool_calls(tmp_path, "create_note") == [] and tool_calls(tmp_path, "erase_all") == []
-    assert [FAST.match(r["message"]["id"]) is not None for r in tool_calls(tmp_path, "read_note")] == [True]
+    assert [FAST.match(r["message"]["id"]) is not None for r in recorded(vault.record, "read_note")] == [True]
+    assert tool_calls(vault.record, "create_note") == [] and tool_calls(vault.record, "erase_all") == []
 
 
 def test_a_forgotten_session_sends_the_call_the_sdk_way(tmp_path: Path, home: Home) -> None:
@@ -198,7 +264,7 @@ def test_a_forgotten_session_sends_the_call_the_sdk_way(tmp_path: Path, home: Ho
     which opens a new session and sends it there; the host just gets its answer."""
     port = free_port()
     path = policy(tmp_path, f"http://127.0.0.1:{port}/mcp")
-    args = [str(tmp_path / "vault"), "--token-env", "VAULT_TOKEN", "--record", str(tmp_path / "record.jsonl")]
+    args = [str(tmp_path / "vault"), "--token-env", "VAULT_TOKEN", "--record", str(tmp_path / "records")]
     env = {"VAULT_TOKEN": TOKEN}
     server = start(SERVER, *args, port=port, env=env)
     try:
@@ -212,7 +278,7 @@ def test_a_forgotten_session_sends_the_call_the_sdk_way(tmp_path: Path, home: Ho
             assert again["result"]["structuredContent"] == {"result": server.pid}, again
     finally:
         stop(server)
-    calls = tool_calls(tmp_path, "whoami")
+    calls = tool_calls(tmp_path / "records" / "record.jsonl", "whoami")
     assert [FAST.match(str(r["message"]["id"])) is not None for r in calls][:2] == [True, True]
     assert calls[1]["status"] == 404 and calls[-1]["status"] == 200
     assert isinstance(calls[-1]["message"]["id"], int)  # the SDK client's, on the new session
@@ -220,51 +286,89 @@ def test_a_forgotten_session_sends_the_call_the_sdk_way(tmp_path: Path, home: Ho
 
 
 HOSTILE = ["html", "500", "huge", "redirect", "sse", "slow", "down"]
+HOSTILE_TIMEOUT = 2  # the policy's timeout for each hostile server, seconds
+
+
+@dataclass
+class Hostile:
+    """One hostile server per mode (``down``: an ``html`` one its test stops) and two proxies in front
+    of them all: ``hosts[True]`` takes the fast path, ``hosts[False]`` the SDK path."""
+
+    servers: dict[str, subprocess.Popen[bytes]]
+    hosts: dict[bool, HttpHost]
+
+
+def hostile_policy(folder: Path, ports: dict[str, int]) -> Path:
+    workspace = folder / "workspace"
+    workspace.mkdir(exist_ok=True)
+    lines = ["version: 1", "servers:"]
+    for mode, port in ports.items():
+        lines += [f"  hostile_{mode}:", f"    url: http://127.0.0.1:{port}/mcp", f"    timeout: {HOSTILE_TIMEOUT}s"]
+        lines += [f"    workspace: {workspace}", "    tools: {poke: allow}"]
+    path = folder / "policy.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
+    folder = tmp_path_factory.mktemp("hostile")
+    with ExitStack() as stack:
+        ports = {mode: free_port() for mode in HOSTILE}
+        servers = {
+            mode: stack.enter_context(
+                running("tests.peers.hostile_http", "html" if mode == "down" else mode, port=port)
+            )
+            for mode, port in ports.items()
+        }
+        path, home = hostile_policy(folder, ports), make_home(folder / "home")
+        fast, slow = stack.enter_context(raw_hosts(path, home, fast=(True, False)))
+        yield Hostile(servers, {True: fast, False: slow})
 
 
 @pytest.mark.parametrize("mode", HOSTILE)
-def test_a_failing_exchange_gets_the_sdk_paths_answer(tmp_path: Path, home: Home, mode: str) -> None:
+def test_a_failing_exchange_gets_the_sdk_paths_answer(hostile: Hostile, mode: str) -> None:
     """Each way an HTTP exchange fails: the host's answer is the one the SDK path gives (same words)."""
-    port = free_port()
-    path = policy(tmp_path, f"http://127.0.0.1:{port}/mcp", timeout=2)
+    if mode == "down":  # gone after the handshake and the listing: a connection refused
+        stop(hostile.servers[mode])
+    rid, name = f"poke-{mode}", f"hostile_{mode}"
+    began = {}
+    for fast, proxy in hostile.hosts.items():  # both at once: the slow modes' waits overlap
+        began[fast] = time.monotonic()
+        proxy.send(call(rid, f"{name}__poke"))
     answers = {}
-    for fast in (True, False):
-        with (
-            running("tests.peers.hostile_http", "html" if mode == "down" else mode, port=port) as server,
-            raw_host(path, home, fast=fast) as proxy,
-        ):
-            if mode == "down":  # gone after the handshake and the listing: a connection refused
-                stop(server)
-            began = time.monotonic()
-            proxy.send(call(7, "poke"))
-            answers[fast] = proxy.wait_for(7)
-            assert time.monotonic() - began < 2 + 5
-            proxy.send({"jsonrpc": "2.0", "id": "after", "method": "tools/list"})
-            assert proxy.wait_for("after")  # still up (a server that is down makes it an error)
+    for fast, proxy in hostile.hosts.items():
+        answers[fast] = proxy.wait_for(rid)
+        assert time.monotonic() - began[fast] < HOSTILE_TIMEOUT + 5
+    for proxy in hostile.hosts.values():
+        proxy.send({"jsonrpc": "2.0", "id": f"after-{mode}", "method": "tools/list"})
+        assert proxy.wait_for(f"after-{mode}")  # still up (a server that is down makes it an error)
+        proxy.assert_stdout_is_jsonrpc()
     assert answers[True] == answers[False], answers
-    assert answers[True]["result"]["isError"] is True and "'vault'" in json.dumps(answers[True])
+    assert answers[True]["result"]["isError"] is True and f"'{name}'" in json.dumps(answers[True])
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-def test_the_hosts_cancellation_reaches_the_servers_handler(tmp_path: Path, home: Home, mode: str) -> None:
+def test_the_hosts_cancellation_reaches_the_servers_handler(
+    tmp_path: Path, home: Home, vaults: Vaults, mode: str
+) -> None:
     """2025: ``notifications/cancelled`` for our id is POSTed; 2026: the POST is aborted (no notice)."""
-    port = free_port()
+    vault = vaults.vault()
     started, cancelled = tmp_path / "started", tmp_path / "cancelled"
     args = {"seconds": 600, "started": str(started), "cancelled": str(cancelled)}
-    with serve(tmp_path, port):
-        with raw_host(policy(tmp_path, f"http://127.0.0.1:{port}/mcp"), home, mode) as proxy:
-            proxy.send(call("w", "wait", args))
-            wait_until(started.exists, "the server to receive the call")
-            proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "w"}})
-            wait_until(cancelled.exists, "the cancellation to reach the server's handler")
-            proxy.send(call("after", "read_note", {"name": "hello.md"}))
-            assert "result" in proxy.wait_for("after")
-            assert not [line for line in proxy.lines if json.loads(line).get("id") == "w"]
-        # Each exchange is recorded once it ends (the proxy is gone now, so every one has).
-        [post] = wait_until(lambda: tool_calls(tmp_path, "wait"), "the server to record the call")
-        if mode == "legacy":
-            wait_until(lambda: exchanges(tmp_path, "notifications/cancelled"), "the notice to be recorded")
-        notices = exchanges(tmp_path, "notifications/cancelled")
+    with raw_host(policy(tmp_path, vault.url), home, mode) as proxy:
+        proxy.send(call("w", "wait", args))
+        wait_until(started.exists, "the server to receive the call")
+        proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "w"}})
+        wait_until(cancelled.exists, "the cancellation to reach the server's handler")
+        proxy.send(call("after", "read_note", {"name": "hello.md"}))
+        assert "result" in proxy.wait_for("after")
+        assert not [line for line in proxy.lines if json.loads(line).get("id") == "w"]
+    # Each exchange is recorded once it ends (the proxy is gone now, so every one has, or soon will).
+    [post] = recorded(vault.record, "wait")
+    if mode == "legacy":
+        wait_until(lambda: exchanges(vault.record, "notifications/cancelled"), "the notice to be recorded")
+    notices = exchanges(vault.record, "notifications/cancelled")
     ours = post["message"]["id"]
     assert FAST.match(ours), ours
     if mode == "legacy":
@@ -295,15 +399,15 @@ def test_the_typescript_vault_servers_answer_reaches_the_host_as_it_sent_it(
     assert b'"id":41' in expected and line.rstrip(b"\n") == expected
 
 
-def test_resource_reads_and_prompts_go_raw_too(tmp_path: Path, home: Home) -> None:
-    port = free_port()
-    with serve(tmp_path, port), raw_host(policy(tmp_path, f"http://127.0.0.1:{port}/mcp"), home) as proxy:
+def test_resource_reads_and_prompts_go_raw_too(tmp_path: Path, home: Home, vaults: Vaults) -> None:
+    vault = vaults.vault()
+    with raw_host(policy(tmp_path, vault.url), home) as proxy:
         proxy.send({"jsonrpc": "2.0", "id": "r", "method": "resources/read", "params": {"uri": "note://hello"}})
         prompt = {"name": "summarize", "arguments": {"name": "hello.md"}}
         proxy.send({"jsonrpc": "2.0", "id": "p", "method": "prompts/get", "params": prompt})
         lines = {rid: answer_line(proxy, rid) for rid in ("r", "p")}
     for method, rid in (("resources/read", "r"), ("prompts/get", "p")):
-        [post] = exchanges(tmp_path, method)
+        [post] = wait_until(lambda m=method: exchanges(vault.record, m), f"a recorded {method}")
         ours = post["message"]["id"]
         assert FAST.match(str(ours)), (method, ours)
         assert lines[rid].rstrip(b"\n") == answer_bytes(post).replace(

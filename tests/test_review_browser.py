@@ -119,3 +119,22 @@ def test_review_in_a_real_browser(home: Home, browser: object, shots: Path) -> N
         page.close()
     assert decisions(home) == [(a.id, "approved", "alice"), (b.id, "rejected", "alice")]
     assert (shots / "queue.png").stat().st_size > 1000 and (shots / "proposal.png").stat().st_size > 1000
+
+
+def test_nothing_on_a_proposal_page_runs_past_the_right_edge(home: Home, browser: object, shots: Path) -> None:
+    """The history's JSON payload holds long unbroken hashes: it must wrap, not widen the page."""
+    deep = "notes/" + "/".join(["quarterly-planning-documents"] * 4) + "/summary-of-the-meeting.md"
+    with Store(home.db_path) as store:
+        store.add_reviewer("alice", hashed())
+        a = store.propose(draft(deep, b"x" * 300), actor="proxy:01M8SXRCEQANEWNTXXE621W3KA")  # as the proxy signs
+    with review_server(home) as base:
+        page = browser.new_page(viewport={"width": 1024, "height": 768})  # type: ignore[attr-defined]
+        log_in(page, base)
+        for url in (f"{base}/", f"{base}/proposals/{a.id}"):
+            page.goto(url)
+            assert page.locator("#history td").count() > 0 or url.endswith("/")
+            widths = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+            page.screenshot(path=str(shots / ("queue.png" if url.endswith("/") else "proposal.png")), full_page=True)
+            assert widths[0] <= widths[1], f"{url}: the page is {widths[0]} px wide in a {widths[1]} px window"
+        assert a.sha256 in page.inner_text("#history").replace("\n", "")  # wrapped, still all there
+        page.close()

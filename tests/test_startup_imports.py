@@ -1,10 +1,11 @@
 """What ``gatekeeper proxy`` loads: a structural guard on its import graph, not a timing.
 
 The real proxy runs in front of the real notes server, answers a raw initialize, tools/list and a
-read, then ends at stdin EOF; an ``atexit`` hook in that process writes down every module loaded
-and, for each watched package, which module imported it. The proxy must start fast (issue 12), so
-the store writes with sqlite3 (no SQLAlchemy), the ``proxy`` command loads no other command and no
-rich, and Jinja2 loads only for a policy with a template.
+read, then ends at stdin EOF; an ``atexit`` hook in that process writes down every module loaded,
+for each watched package which module imported it first, and which of Gatekeeper's own modules
+import it at all. The proxy must start fast (issue 12), so the store writes with sqlite3 (no
+SQLAlchemy), the ``proxy`` command loads no other command and no rich, Jinja2 loads only for a
+policy with a template, and the HTTP client only for a policy with a url server.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ NEVER = (
 NOT_BY_GATEKEEPER = ("starlette", "uvicorn", "httpx", "httpx2", "sse_starlette", "cryptography", "opentelemetry")
 
 WATCH = """
-import atexit, json, runpy, sys
+import atexit, builtins, importlib.util, json, runpy, sys
 
 out, policy = sys.argv[1], sys.argv[2]
 watched = set(json.loads(sys.argv[3]))
@@ -76,8 +77,25 @@ class Watch:
         return None
 
 
+direct = {}  # watched name -> the gatekeeper modules whose own import statements name it
+plain_import = builtins.__import__
+
+
+def recording_import(name, globals=None, locals=None, fromlist=(), level=0):
+    '''Every import statement, also of a module already loaded (find_spec sees only the first).'''
+    importer = (globals or {}).get("__name__", "")
+    if importer.split(".")[0] == "gatekeeper":
+        full = importlib.util.resolve_name("." * level + name, globals.get("__package__")) if level else name
+        for target in (full, *(f"{full}.{item}" for item in fromlist or ())):
+            if target in watched and importer not in direct.setdefault(target, []):
+                direct[target].append(importer)
+    return plain_import(name, globals, locals, fromlist, level)
+
+
+builtins.__import__ = recording_import
 sys.meta_path.insert(0, Watch())
-atexit.register(lambda: json.dump({"modules": sorted(sys.modules), "importers": importers}, open(out, "w")))
+record = {"importers": importers, "direct": direct}
+atexit.register(lambda: json.dump({"modules": sorted(sys.modules), **record}, open(out, "w")))
 sys.argv = ["gatekeeper", "proxy", "--policy", policy]
 runpy.run_module("gatekeeper", run_name="__main__", alter_sys=True)
 """
@@ -169,13 +187,35 @@ def test_http_stacks_only_come_through_the_mcp_sdk(tmp_path: Path, home: Home) -
     assert direct == {}, f"Gatekeeper imports these itself, not through the SDK: {direct}"
 
 
-# The proxy's own domain: policy, store, proposals, catalog, status, hand-off. They speak MCP's wire
-# types (``mcp_types``) but need none of the SDK's transports, so a proxy that carries the bytes
-# itself can drop the ``mcp`` package (~30 MiB, ~0.1-0.2 s) without touching them.
+# A url server's HTTP client: the SDK's Streamable HTTP transport, httpx2 under it, and ours beside
+# it (proxy/remote.py, proxy/httpcarrier.py). Only a policy with a url server loads them.
+HTTP_CLIENT = ("httpx2", "mcp.client.streamable_http", "gatekeeper.proxy.remote", "gatekeeper.proxy.httpcarrier")
+
+
+def test_a_url_free_policy_never_imports_the_http_client(tmp_path: Path, home: Home) -> None:
+    loaded = _run_proxy(tmp_path, home, list(HTTP_CLIENT))
+    modules = set(loaded["modules"])
+    assert "gatekeeper.proxy.fastreply" in modules and "gatekeeper.proxy.downstream" in modules  # it did run
+    by_us = {name: loaded["direct"][name] for name in HTTP_CLIENT if loaded["direct"].get(name)}
+    assert by_us == {}, f"imported by Gatekeeper's own modules with no url server: {by_us}"
+    ours = {name for name in HTTP_CLIENT if name.startswith("gatekeeper.")} & modules
+    assert ours == set()
+    # The mcp package's __init__ still imports its Client and with it the HTTP client; once the
+    # proxy carries every byte itself (issue 12, steps 2, 3 and 5) nothing else may bring them in.
+    if "mcp" not in modules:
+        assert modules & set(HTTP_CLIENT) == set(), {n: loaded["importers"].get(n) for n in HTTP_CLIENT}
+
+
+# The proxy's own domain: policy, store, proposals, catalog, status, hand-off. They speak MCP in
+# plain wire dicts (proxy/mcpwire.py) and read a host's request as a ``HostCall``, so they load
+# neither the SDK (``mcp``) nor its wire types (``mcp_types``, ~1 s and ~30 MiB): whatever carries
+# the bytes to and from the host and the children, the domain starts without them (issue 12).
 DOMAIN = (
     "gatekeeper.policy",
     "gatekeeper.store.store",
     "gatekeeper.store.refusals",
+    "gatekeeper.proxy.mcpwire",
+    "gatekeeper.proxy.hostcall",
     "gatekeeper.proxy.audit",
     "gatekeeper.proxy.catalog",
     "gatekeeper.proxy.status",
@@ -183,9 +223,21 @@ DOMAIN = (
     "gatekeeper.proxy.intake",
     "gatekeeper.proxy.proposing",
 )
+SDK_OR_HEAVY = {
+    "mcp",
+    "mcp_types",
+    "sqlalchemy",
+    "sqlmodel",
+    "psycopg",
+    "jinja2",
+    "rich",
+    "starlette",
+    "httpx",
+    "httpx2",
+}
 
 
-def test_the_proxy_domain_needs_only_the_wire_types_not_the_sdk() -> None:
+def test_the_proxy_domain_imports_no_mcp_types_at_all() -> None:
     code = (
         f"import sys, json\nimport {', '.join(DOMAIN)}\n"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
@@ -195,7 +247,5 @@ def test_the_proxy_domain_needs_only_the_wire_types_not_the_sdk() -> None:
     )
     assert done.returncode == 0, done.stderr
     loaded = set(json.loads(done.stdout))
-    assert "mcp_types" in loaded  # it did import the domain
-    assert (
-        loaded & {"mcp", "sqlalchemy", "sqlmodel", "psycopg", "jinja2", "rich", "starlette", "httpx", "httpx2"} == set()
-    )
+    assert {"gatekeeper", "itsdangerous", "anyio"} <= loaded  # it did import the domain (hand-off, status)
+    assert loaded & SDK_OR_HEAVY == set()

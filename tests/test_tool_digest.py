@@ -11,6 +11,7 @@ wrong types) get the SDK model's dump or its refusal.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from pydantic import ValidationError
 from gatekeeper.canonical import canonical_json, sha256_hex
 from gatekeeper.proxy.tooldef import Unsure, plain_dump, tool_definition, tool_dump
 from tests.childrpc_support import dump, lean, peer, sdk
+from tests.peers.listings import RECORDED
 
 LISTED = [(name, mode) for name in ("notes", "probe", "fs", "git") for mode in ("auto", "legacy")] + [("old", "legacy")]
 
@@ -132,6 +134,23 @@ def test_generated_variants_of_real_tools_digest_as_the_sdk_model(
 ) -> None:
     bases = [tool for raw, _, _ in listings.values() for tool in raw]
     check_both_ways(data.draw(variants(bases)))
+
+
+RECORDINGS = {p.stem: json.loads(p.read_text()) for p in sorted(RECORDED.glob("*.json"))}
+
+
+@pytest.mark.parametrize("name", sorted(RECORDINGS))
+def test_recorded_real_listings_digest_the_same_both_ways(name: str) -> None:
+    """The recorded listings (tests/peers/listings: with server-everything's, an HTTP peer) without a
+    peer running; each one decided by the plain path alone."""
+    for raw in RECORDINGS[name]:
+        assert check_both_ways(raw), raw["name"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=variants([tool for tools in RECORDINGS.values() for tool in tools]))
+def test_generated_variants_of_recorded_tools_digest_as_the_sdk_model(raw: dict[str, Any]) -> None:
+    check_both_ways(raw)
 
 
 BASE = {

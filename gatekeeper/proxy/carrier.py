@@ -3,13 +3,24 @@
 Two carriers: ``ChildPipe`` (proxy/child.py), lines on a stdio child's pipes, and ``HttpCarrier``
 (proxy/httpcarrier.py), one POST per request to a ``url`` server. Both hand each message of the
 answer to ``tap`` (True: the fast path took it; else it goes to the SDK client) and tell ``on_end``
-when their connection is gone; only the HTTP one reports per-request ``on_trouble``.
+when their connection is gone; only the HTTP one reports per-request ``on_trouble``, with a
+``Trouble``. These names live here, not with the HTTP carrier, so the fast path can know them
+without loading httpx2 and the SDK's HTTP client for a policy that has no url server.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+
+if TYPE_CHECKING:
+    from mcp import MCPError
+
+# What ``on_trouble`` reports for one request: the error the SDK path would have raised for it;
+# ``RESEND`` when the server never ran it and it must go the SDK way (a redirect); ``TIMEOUT``
+# when it outlived the policy's timeout.
+RESEND, TIMEOUT = "resend", "timeout"
+Trouble: TypeAlias = "MCPError | str"
 
 
 class Carrier(Protocol):

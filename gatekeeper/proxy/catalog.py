@@ -3,16 +3,18 @@
 A tool reaches the host only if the policy allows or proposes it, its server lists it, and its
 definition matches the pin. ``propose`` tools are relabelled so the model knows the call only
 proposes, and lose their outputSchema (our result is not the child's).
+
+Tools are the plain wire dicts the listing keeps (proxy/listing.py): exactly what the SDK's
+``Tool`` dumps to, so a pin digest is the digest it always was.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import mcp_types as types  # the wire types alone, not the SDK's transports
-
 from gatekeeper.canonical import canonical_json, sha256_hex
 from gatekeeper.policy import RESERVED_TOOL, Policy, ToolRule
+from gatekeeper.proxy.mcpwire import Tool
 
 PROPOSE_NOTE = (
     "[Gatekeeper] Calling this tool does not write anything: it records a proposal of the exact "
@@ -20,26 +22,26 @@ PROPOSE_NOTE = (
     "The result gives the proposal id; check it later with gatekeeper_proposal_status."
 )
 
-STATUS_TOOL = types.Tool(
-    name=RESERVED_TOOL,
-    title="Gatekeeper: proposal status",
-    description=(
+STATUS_TOOL: Tool = {
+    "name": RESERVED_TOOL,
+    "title": "Gatekeeper: proposal status",
+    "description": (
         "Report a Gatekeeper proposal's status (pending, approved, rejected with the reviewer's reason, "
         "committed with the final path, conflict, refused, failed, expired). Read-only."
     ),
-    input_schema={
+    "inputSchema": {
         "type": "object",
         "properties": {"proposal_id": {"type": "string", "description": "The id a proposing call returned."}},
         "required": ["proposal_id"],
         "additionalProperties": False,
     },
-    annotations=types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True),
-)
+    "annotations": {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True},
+}
 
 
-def definition(tool: types.Tool) -> tuple[str, str]:
-    """(digest, canonical JSON) of a tool's whole definition as the server lists it."""
-    text = canonical_json(tool.model_dump(mode="json", by_alias=True, exclude_none=True), allow_floats=True)
+def definition(tool: Tool) -> tuple[str, str]:
+    """(digest, canonical JSON) of a tool's whole definition as the server lists it (its wire dict)."""
+    text = canonical_json(tool, allow_floats=True)
     return sha256_hex(text.encode("utf-8")), text
 
 
@@ -55,7 +57,7 @@ class Catalog:
     """The host-facing tools, rebuilt whenever a server (re)starts or says its list changed."""
 
     policy: Policy
-    listed: dict[str, dict[str, types.Tool]] = field(default_factory=dict)  # server -> tool -> definition
+    listed: dict[str, dict[str, Tool]] = field(default_factory=dict)  # server -> tool -> definition
     pinned_ok: dict[str, set[str]] = field(default_factory=dict)  # server -> tools whose pin matches
 
     def __post_init__(self) -> None:
@@ -63,7 +65,7 @@ class Catalog:
             host: Route(s, t, self.policy.rule(s, t)) for host, (s, t) in self.policy.exposed_tools().items()
         }
 
-    def exposed_of(self, server: str) -> dict[str, types.Tool]:
+    def exposed_of(self, server: str) -> dict[str, Tool]:
         """The tools of ``server`` that the policy lets through (for pinning)."""
         return {
             name: tool
@@ -82,17 +84,17 @@ class Catalog:
             return "withheld"
         return "ok"
 
-    def host_tools(self) -> list[types.Tool]:
-        tools = []
+    def host_tools(self) -> list[Tool]:
+        """The listing the host gets: copies, relabelled; the pinned definitions stay as listed."""
+        tools: list[Tool] = []
         for host, route in self.routes.items():
             if self.state(route) != "ok":
                 continue
-            tool = self.listed[route.server][route.tool]
-            update: dict[str, object] = {"name": host}
+            tool: Tool = {**self.listed[route.server][route.tool], "name": host}
             if route.rule.action == "propose":
-                update["description"] = PROPOSE_NOTE + ("\n\n" + tool.description if tool.description else "")
-                update["output_schema"] = None
-                update["annotations"] = None  # the child's hints describe a write; ours does not write
-            tools.append(tool.model_copy(update=update))
+                tool["description"] = PROPOSE_NOTE + ("\n\n" + tool["description"] if tool.get("description") else "")
+                tool.pop("outputSchema", None)
+                tool.pop("annotations", None)  # the child's hints describe a write; ours does not write
+            tools.append(tool)
         tools.append(STATUS_TOOL)
         return tools

@@ -30,11 +30,10 @@ from pydantic import FileUrl
 
 from gatekeeper.policy import Server
 from gatekeeper.policy.commands import executable
-from gatekeeper.proxy import early, remote
+from gatekeeper.proxy import early
 from gatekeeper.proxy.addresses import AddressRefused
 from gatekeeper.proxy.carrier import Carrier
 from gatekeeper.proxy.child import ChildPipe, child_environment, child_process, child_stdio
-from gatekeeper.proxy.httpcarrier import HttpCarrier
 from gatekeeper.store import events as ev
 
 T = TypeVar("T")
@@ -61,14 +60,17 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, is_remote: bool) -> str:
     exc = _leaf(exc)
     if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in exc.exceptions)
-    if isinstance(exc, AddressRefused | remote.MissingSecret):
+        return "; ".join(_describe(e, is_remote) for e in exc.exceptions)
+    if isinstance(exc, AddressRefused):
         return str(exc)
-    if (http := remote.described(exc)) is not None:
-        return http
+    if is_remote:  # proxy/remote.py (httpx2, the SDK's HTTP client) loads only for a url server
+        from gatekeeper.proxy import remote
+
+        if (http := remote.described(exc)) is not None:
+            return http
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or exc}"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -185,10 +187,11 @@ class Downstream:
     def _transport(self, params: StdioServerParameters | None, errlog: TextIO, mode: str, lean: bool = False) -> Any:
         """The transport streams of one life: a child on stdio, or an HTTP connection (proxy/remote.py)."""
         if params is None:
+            from gatekeeper.proxy import remote
+
             errlog.write(f"{_MARK} connecting to {self.name} ({mode}): {self.config.url}\n")
             errlog.flush()
-            carrier = self.carrier if isinstance(self.carrier, HttpCarrier) else None
-            return remote.connect(self.name, self.config, errlog, carrier=carrier)
+            return remote.connect(self.name, self.config, errlog, carrier=self.carrier)
         adopted = None
         if self._first:  # restarts and the legacy retry spawn anew
             self._first = False
@@ -234,12 +237,14 @@ class Downstream:
                 self.error = f"no answer to server/discover within {PROBE_TIMEOUT:g} s"
                 self._probe_failed = True
         except Exception as exc:
-            self.error = _describe(exc)
+            self.error = _describe(exc, self.config.is_remote)
             leaf = _leaf(exc)
             # A server that cannot even be spawned (or reached) gets no second try; one that died talking may.
-            self._probe_failed = not started and not (
-                isinstance(leaf, OSError | AddressRefused | remote.MissingSecret) or remote.unreachable(leaf)
-            )
+            self._probe_failed = not started and not isinstance(leaf, OSError | AddressRefused)
+            if self._probe_failed and self.config.is_remote:
+                from gatekeeper.proxy import remote
+
+                self._probe_failed = not remote.unreachable(leaf)
             if isinstance(leaf, AddressRefused):
                 detail = {"server": self.name, "host": leaf.host, "address": leaf.address, "why": leaf.why}
                 await self._on_event(ev.SERVER_REFUSED, detail)
@@ -251,7 +256,9 @@ class Downstream:
 
     def _carrier(self) -> Carrier:
         if self.config.is_remote:
-            return HttpCarrier(self.config.timeout, remote.BODY_LIMIT)
+            from gatekeeper.proxy import remote
+
+            return remote.carrier(self.config)
         return ChildPipe()
 
     async def _started(self, client: Client, mode: str, probe_error: str | None) -> bool:
@@ -346,7 +353,9 @@ class Downstream:
         client = await self.ready()
         try:
             if self.config.is_remote:
-                return await self._remote_call(client, method)
+                from gatekeeper.proxy import remote
+
+                return await remote.call(self, client, method)
             return await method(client)
         except MCPError as exc:
             if exc.error.code == -32000 and "closed" in exc.error.message.lower():
@@ -358,28 +367,6 @@ class Downstream:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
             self.mark_gone()
             raise DownstreamGone(f"downstream server '{self.name}' closed its connection") from None
-
-    async def _remote_call(self, client: Client, method: Callable[[Client], Awaitable[T]]) -> T:
-        """One request to a url server, bounded by the policy's timeout. A session the server forgot
-        (it restarted) is replaced once and the request sent again: it never ran there, and only
-        reads and allowed calls come here (a proposal's effect never reaches a server)."""
-        timeout = self.config.timeout
-        with anyio.move_on_after(timeout):
-            for attempt in (1, 2):
-                try:
-                    return await method(client)
-                except MCPError as exc:
-                    kind, message, reset = remote.verdict(self.name, exc)
-                    if kind in ("server", "gone"):
-                        raise
-                    if reset:
-                        self.mark_gone()
-                    if not (kind == "retry" and attempt == 1):
-                        raise DownstreamUnavailable(message) from None
-                self.note(remote.renewing(self.name))
-                client = await self.ready()
-        self.mark_gone()
-        raise DownstreamUnavailable(remote.timed_out(self.name, timeout))
 
     def note(self, text: str) -> None:
         """A line of our own in the server's log."""

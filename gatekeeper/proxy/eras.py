@@ -31,8 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp.types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
-from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from gatekeeper.proxy.mcpwire import (
+    LOG_LEVEL_META_KEY,
+    MODERN_PROTOCOL_VERSIONS,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+)
 
 METHODS = ("tools/call", "resources/read", "prompts/get", "completion/complete")
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")

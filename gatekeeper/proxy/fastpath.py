@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from mcp import types
-from mcp.types import PROTOCOL_VERSION_META_KEY
 
 from gatekeeper.proxy import eras, wire
 from gatekeeper.proxy.completion import raw_ref
 from gatekeeper.proxy.eras import ChildView
 from gatekeeper.proxy.fastreply import BIG_NUMBER, ID_PREFIX, Pending, Replies, loads
+from gatekeeper.proxy.mcpwire import PROTOCOL_VERSION_META_KEY
 
 if TYPE_CHECKING:
     from gatekeeper.proxy.carrier import Carrier

@@ -17,12 +17,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from mcp import MCPError, types
-from mcp.types import SERVER_INFO_META_KEY
 
-from gatekeeper.proxy import eras, remote
-from gatekeeper.proxy.httpcarrier import RESEND, TIMEOUT, Trouble
-from gatekeeper.proxy.status import tool_error
+from gatekeeper.proxy import eras
+from gatekeeper.proxy.carrier import RESEND, TIMEOUT, Trouble
+from gatekeeper.proxy.mcpwire import INTERNAL_ERROR, SERVER_INFO_META_KEY, tool_error
 
 if TYPE_CHECKING:
     from gatekeeper.proxy.carrier import Carrier
@@ -159,13 +157,13 @@ class Replies:
         log.error("%s: the child answered with resultType %r, which Gatekeeper does not relay", call.method, kind)
         if call.method == "tools/call":
             text = f"Gatekeeper hit an internal error handling {call.name!r}; details are in its log."
-            result = tool_error(text).model_dump(mode="json", by_alias=True, exclude_none=True)
+            result = tool_error(text)
             self._answer_modern(b"", {"jsonrpc": "2.0", "id": call.host_id, "result": result}, call)
             return
         self._error(call, f"Gatekeeper internal error in {call.method}; details are in its log")
 
     def _error(self, call: Pending, message: str) -> None:
-        self._write({"jsonrpc": "2.0", "id": call.host_id, "error": {"code": types.INTERNAL_ERROR, "message": message}})
+        self._write({"jsonrpc": "2.0", "id": call.host_id, "error": {"code": INTERNAL_ERROR, "message": message}})
 
     def child_ended(self, pipe: Carrier) -> None:
         """The child's stdout closed: every fast call still waiting on it gets today's answer."""
@@ -199,7 +197,12 @@ class Replies:
 
     def trouble(self, carrier: Carrier, ours: str, trouble: Trouble) -> None:
         """An HTTP exchange went wrong (``HttpCarrier.on_trouble``): what ``Downstream.call`` and its
-        callers on the SDK path make of the same error, for a call still waiting."""
+        callers on the SDK path make of the same error, for a call still waiting. Only a url server's
+        carrier reports trouble, so proxy/remote.py (httpx2, the SDK's HTTP client) is imported here."""
+        from mcp import MCPError
+
+        from gatekeeper.proxy import remote
+
         call = self.pending.pop(ours, None)
         if call is None:
             return  # the host cancelled it
@@ -239,7 +242,7 @@ class Replies:
             return
         if gone:
             text = f"{text}. It will be restarted on the next call."
-        result = tool_error(text).model_dump(mode="json", by_alias=True, exclude_none=True)
+        result = tool_error(text)
         answer = {"jsonrpc": "2.0", "id": call.host_id, "result": result}
         if call.log_levels is not None:  # a 2026 host: resultType and our stamp, as the SDK adds
             self._answer_modern(b"", answer, call)

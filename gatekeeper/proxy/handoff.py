@@ -1,21 +1,18 @@
-"""The 2026-07-28 hand-off (SEP-2322): a proposing call answers with an ``InputRequiredResult``
+"""The 2026-07-28 hand-off (SEP-2322): a proposing call answers with an ``input_required`` result
 whose URL elicitation sends the host's user to this proposal's review page, and a signed
 ``request_state`` naming the proposal. The retry gets the outcome if it is in, else the pending
 result once: never a loop. What the host answers to the elicitation is never an approval."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import mcp_types as types  # the wire types alone, not the SDK's transports
 from itsdangerous import BadSignature, URLSafeTimedSerializer
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from gatekeeper.proxy.hostcall import HostCall
+from gatekeeper.proxy.mcpwire import InputRequiredResult, input_required
 from gatekeeper.proxy.status import wait_for_outcome
 from gatekeeper.store.target import Database
-
-if TYPE_CHECKING:
-    from mcp.server import ServerRequestContext  # annotations only: the SDK loads with the server
 
 STATE_MAX_AGE = 7 * 24 * 3600  # answered within a proposal's usual lifetime
 RESUME_WAIT = 15.0  # on a retry, an approved proposal gets this long to be committed
@@ -32,20 +29,12 @@ class HandOff:
         self._states = URLSafeTimedSerializer(key, salt="gatekeeper.proxy.request-state")
 
     @staticmethod
-    def available(ctx: ServerRequestContext[Any]) -> bool:
+    def available(call: HostCall) -> bool:
         """Only 2026-07-28 hosts that declared URL-mode elicitation."""
-        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            return False
-        caps = ctx.session.client_capabilities
-        return bool(caps and caps.elicitation and caps.elicitation.url is not None)
+        return call.modern and call.url_elicitation()
 
-    def request(self, proposal_id: str, review_url: str) -> types.InputRequiredResult:
-        return types.InputRequiredResult(
-            input_requests={
-                REQUEST_KEY: types.ElicitRequest(params=types.ElicitRequestURLParams(message=MESSAGE, url=review_url))
-            },
-            request_state=self._states.dumps({"p": proposal_id}),
-        )
+    def request(self, proposal_id: str, review_url: str) -> InputRequiredResult:
+        return input_required(REQUEST_KEY, MESSAGE, review_url, self._states.dumps({"p": proposal_id}))
 
     def proposal_of(self, state: Any) -> str | None:
         """The proposal a request_state names, or None if it is not ours, altered or expired."""
@@ -57,9 +46,9 @@ class HandOff:
         return pid if isinstance(pid, str) else None
 
     @staticmethod
-    def answer(ctx: ServerRequestContext[Any]) -> str | None:
+    def answer(call: HostCall) -> str | None:
         """What the host said to the elicitation (recorded, never trusted)."""
-        answers = (ctx.params or {}).get("inputResponses")
+        answers = call.params.get("inputResponses")
         if not isinstance(answers, dict) or not isinstance(answers.get(REQUEST_KEY), dict):
             return None
         action = answers[REQUEST_KEY].get("action")

@@ -8,7 +8,8 @@ answer (a JSON body, or the events of an SSE stream: progress, logs, then the re
 ``tap`` as bytes; what the tap does not take goes to the SDK client's read stream, as a child's
 stdout line does. Whatever the SDK transport would have turned into an error for the request goes
 to ``on_trouble`` as that same error; ``RESEND`` when the request must go the SDK way instead (a
-redirect, which the server did not run); ``TIMEOUT`` when it outlived the policy's timeout.
+redirect, which the server did not run); ``TIMEOUT`` when it outlived the policy's timeout (the
+names are proxy/carrier.py's: the fast path knows them without importing this module).
 Cancellation follows the transport: a 2026 POST is aborted, a 2025 one gets ``notifications/cancelled``.
 """
 
@@ -38,13 +39,13 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from gatekeeper.proxy.carrier import RESEND, TIMEOUT, Trouble
+
 if TYPE_CHECKING:
     from gatekeeper.proxy.remote import GuardedTransport
 
 log = logging.getLogger("gatekeeper.proxy.fast")
 
-RESEND, TIMEOUT = "resend", "timeout"
-Trouble = MCPError | str
 _ANSWERED, _UNANSWERED = object(), object()
 _DRAIN = 0.5  # seconds an SSE stream may go on after the response before the connection is dropped
 _BASE = {"accept": "application/json, text/event-stream", "content-type": "application/json"}

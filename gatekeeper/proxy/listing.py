@@ -4,13 +4,17 @@ A server's tools are listed again whenever it restarted (a new generation) or sa
 changed; each exposed tool is checked against its pinned definition in the store. A broken
 server is left out of the host's listing, not fatal; only when every server fails is the
 listing an error.
+
+The SDK client gives pydantic ``Tool`` models; they become plain wire dicts here, at the edge,
+with exactly the dump pin digests were always taken of (``wire_tool``), so the catalog and the
+pins never see a model and a digest is byte for byte what it was.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp import Client, MCPError, types
@@ -19,6 +23,7 @@ from mcp.server import ServerRequestContext
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Catalog, definition
 from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
+from gatekeeper.proxy.mcpwire import Tool
 from gatekeeper.store import events as ev
 
 log = logging.getLogger("gatekeeper.proxy")
@@ -40,11 +45,11 @@ class ToolListing:
         """List a server's tools and check each exposed one against its pinned definition."""
         async with self._refresh_lock[downstream.name]:
             generation = downstream.generation
-            tools: dict[str, types.Tool] = {}
+            tools: dict[str, Tool] = {}
             cursor = None
             while True:
                 page = await downstream.call(_page(cursor))
-                tools.update({t.name: t for t in page.tools})
+                tools.update({t.name: wire_tool(t) for t in page.tools})
                 if (cursor := page.next_cursor) is None:
                     break
             self.catalog.listed[downstream.name] = tools
@@ -62,7 +67,7 @@ class ToolListing:
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
+    ) -> dict[str, Any]:
         """Every healthy server's tools. A broken server is logged and recorded, not fatal: its tools
         answer with why it is not available. Only when no server works is the listing an error."""
         problems: dict[str, str] = {}
@@ -81,10 +86,11 @@ class ToolListing:
         if problems and len(problems) == len(self.downstreams):
             raise MCPError(types.INTERNAL_ERROR, "\n".join(problems[name] for name in sorted(problems)))
         await self._report_missing(problems)
-        return types.ListToolsResult(tools=[t for t in self.catalog.host_tools() if self._server_of(t) not in problems])
+        tools = [t for t in self.catalog.host_tools() if self._server_of(t) not in problems]
+        return {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": "complete"}  # as ListToolsResult
 
-    def _server_of(self, tool: types.Tool) -> str | None:
-        route = self.catalog.route(tool.name)
+    def _server_of(self, tool: Tool) -> str | None:
+        route = self.catalog.route(tool["name"])
         return route.server if route else None
 
     async def _report_missing(self, problems: dict[str, str]) -> None:
@@ -106,3 +112,8 @@ class ToolListing:
 def _page(cursor: str | None) -> Callable[[Client], Awaitable[types.ListToolsResult]]:
     """One ``tools/list`` page request, bound to its cursor now (not when the loop has moved on)."""
     return lambda client: client.list_tools(cursor=cursor)
+
+
+def wire_tool(tool: types.Tool) -> Tool:
+    """A listed tool as its wire dict: the one dump pin digests are taken of (proxy/catalog.py)."""
+    return cast(Tool, tool.model_dump(mode="json", by_alias=True, exclude_none=True))

@@ -1,13 +1,15 @@
-"""The MCP wire facts the proxy needs, as plain constants: no SDK import on the start-up path.
+"""The MCP wire facts the proxy needs, as plain values: no SDK import on the start-up path.
 
 Importing `mcp_types` costs ~1 s and ~30 MiB before the proxy can spawn a child (issue 12), so
-the proxy reads codes, envelope keys and versions from here. `tests/test_mcpwire.py` compares
-every value with the SDK's own, so a new SDK release that changes one fails there, not on a host.
+the proxy reads codes, envelope keys and versions from here, and its domain builds its results
+as plain dicts with the builders below. `tests/test_mcpwire.py` compares every value, and every
+builder's output, with the SDK's own, so a new SDK release that changes one fails there, not on a
+host.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final, Literal, Required, TypedDict
 
 JSONRPC_VERSION: Final = "2.0"
 
@@ -64,3 +66,85 @@ def later_revision_fields(method: str, version: str) -> frozenset[str]:
     if version not in HANDSHAKE_PROTOCOL_VERSIONS:
         return frozenset()
     return LATER_REVISION_FIELDS.get(method, frozenset())
+
+
+# -- wire shapes: what the SDK's models dump to (model_dump(mode="json", by_alias=True, exclude_none=True)) --
+
+
+class TextContent(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class CallToolResult(TypedDict, total=False):
+    """A ``tools/call`` result. ``resultType`` is a 2026-07-28 field: the SDK server drops it for
+    a handshake-era host, and its 2026 sieve needs it (a malformed result is a -32603 there)."""
+
+    content: Required[list[TextContent]]
+    structuredContent: dict[str, Any]
+    isError: bool
+    resultType: str
+
+
+class ElicitURLParams(TypedDict):
+    mode: Literal["url"]
+    message: str
+    url: str
+
+
+class ElicitRequest(TypedDict):
+    method: Literal["elicitation/create"]
+    params: ElicitURLParams
+
+
+class InputRequiredResult(TypedDict):
+    """The 2026-07-28 ``input_required`` answer to a ``tools/call`` (SEP-2322)."""
+
+    resultType: Literal["input_required"]
+    inputRequests: dict[str, ElicitRequest]
+    requestState: str
+
+
+class ToolAnnotations(TypedDict, total=False):
+    title: str
+    readOnlyHint: bool
+    destructiveHint: bool
+    idempotentHint: bool
+    openWorldHint: bool
+
+
+class Tool(TypedDict, total=False):
+    """A tool definition as listed: what the SDK's ``Tool`` dumps to (unknown keys and nulls gone)."""
+
+    name: Required[str]
+    title: str
+    description: str
+    inputSchema: Required[dict[str, Any]]
+    execution: dict[str, Any]
+    outputSchema: dict[str, Any]
+    icons: list[dict[str, Any]]
+    annotations: ToolAnnotations
+    _meta: dict[str, Any]
+
+
+ToolAnswer = CallToolResult | InputRequiredResult
+"""What Gatekeeper's own handling of a ``tools/call`` answers."""
+
+
+def text_result(text: str, structured: dict[str, Any] | None = None, *, is_error: bool = False) -> CallToolResult:
+    """A ``tools/call`` result with one text block (and structured content, when given)."""
+    content: list[TextContent] = [{"type": "text", "text": text}]
+    if structured is None:
+        return {"content": content, "isError": is_error, "resultType": "complete"}
+    return {"content": content, "structuredContent": structured, "isError": is_error, "resultType": "complete"}
+
+
+def tool_error(text: str) -> CallToolResult:
+    """A failed call, said in words the model reads (``isError``): not a protocol error."""
+    return text_result(text, is_error=True)
+
+
+def input_required(key: str, message: str, url: str, state: str) -> InputRequiredResult:
+    """Ask the host to open ``url`` (a URL-mode elicitation) and retry with ``state``."""
+    request: ElicitRequest = {"method": "elicitation/create", "params": {"mode": "url", "message": message, "url": url}}
+    return {"resultType": "input_required", "inputRequests": {key: request}, "requestState": state}

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
-
-import mcp_types as types  # the wire types alone, not the SDK's transports
+from typing import Any
 
 from gatekeeper import changes
 from gatekeeper.canonical import sha256_hex
@@ -26,13 +24,12 @@ from gatekeeper.proxy import intake
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Route
 from gatekeeper.proxy.handoff import HandOff
-from gatekeeper.proxy.status import final_result, read_proposal, tool_error, wait_for_outcome
+from gatekeeper.proxy.hostcall import HostCall
+from gatekeeper.proxy.mcpwire import CallToolResult, ToolAnswer, text_result, tool_error
+from gatekeeper.proxy.status import final_result, read_proposal, wait_for_outcome
 from gatekeeper.store import events as ev
 from gatekeeper.store.backends import DatabaseUnreachable
 from gatekeeper.store.bounded import bounded
-
-if TYPE_CHECKING:
-    from mcp.server import ServerRequestContext  # annotations only: the SDK loads with the server
 
 WAITING_MESSAGE = "waiting for a person to review the proposal"
 # How long a proposing call keeps reconnecting to a database server that went away before the host is
@@ -55,21 +52,19 @@ class Proposer:
         """Where a person decides on this proposal."""
         return f"{self.policy.review_url}/proposals/{pid}"
 
-    async def propose(
-        self, ctx: ServerRequestContext[Any], route: Route, arguments: Any
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    async def propose(self, call: HostCall, route: Route, arguments: Any) -> ToolAnswer:
         """Answer a host's call to a tool whose rule is ``propose`` (or its retry after a hand-off)."""
         rule = route.rule.propose
         assert rule is not None
-        state = (ctx.params or {}).get("requestState")
+        state = call.params.get("requestState")
         if state is not None:
-            return await self._resume(ctx, state)
+            return await self._resume(call, state)
         server = self.policy.servers[route.server]
         try:
             if changes.dry_run_requested(rule, arguments if isinstance(arguments, dict) else {}):
                 return self._dry_run(rule, server, arguments)
             draft = intake.draft(
-                route.server, server, route.tool, rule, arguments, self._requester(ctx), self.policy.digest
+                route.server, server, route.tool, rule, arguments, self._requester(call), self.policy.digest
             )
         except InvalidInput as exc:
             await self.audit.refused(
@@ -101,29 +96,28 @@ class Proposer:
             base=None if draft.base is None else (len(draft.base), sha256_hex(draft.base)),
         )
         if rule.wait_seconds > 0:
-            progress = self._progress(ctx, rule.wait_seconds)
+            progress = self._progress(call, rule.wait_seconds)
             try:
                 outcome = await wait_for_outcome(self.database, proposed.id, rule.wait_seconds, progress)
             except DatabaseUnreachable as exc:  # recorded already: the agent follows it with the status tool
                 log.warning("stopped waiting for proposal %s: %s", proposed.id, exc)
                 return pending
             return final_result(outcome) if outcome is not None else pending
-        if self.handoff.available(ctx):
+        if self.handoff.available(call):
             return self.handoff.request(proposed.id, self.review_url(proposed.id))
         return pending
 
-    def _requester(self, ctx: ServerRequestContext[Any]) -> intake.Requester:
+    def _requester(self, call: HostCall) -> intake.Requester:
         """Who asked, as the host declared itself: recorded with the proposal, never trusted."""
-        info = ctx.session.client_params.client_info if ctx.session.client_params else None
         return intake.Requester(
-            client_name=info.name if info else None,
-            client_version=info.version if info else None,
-            protocol_version=ctx.protocol_version,
+            client_name=call.declared("name"),
+            client_version=call.declared("version"),
+            protocol_version=call.protocol_version,
             session_id=self.session_id,
         )
 
     @staticmethod
-    def _dry_run(rule: Propose, server: Server, arguments: Any) -> types.CallToolResult:
+    def _dry_run(rule: Propose, server: Server, arguments: Any) -> CallToolResult:
         """What the edit would do, as a diff; nothing is recorded and nothing is written."""
         checked = intake.plan(rule, server, arguments)
         base = checked.base or b""
@@ -141,7 +135,7 @@ class Proposer:
             "size": len(result),
             "diff": diff,
         }
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=summary)
+        return text_result(text, summary)
 
     def _pending_result(
         self,
@@ -155,7 +149,7 @@ class Proposer:
         repeat: bool,
         mode: str = "create",
         base: tuple[int, str] | None = None,
-    ) -> types.CallToolResult:
+    ) -> CallToolResult:
         """The "pending" answer; a change (``base``: size and sha256 of the bytes read) also says its
         mode and size change."""
         url = self.review_url(pid)
@@ -186,16 +180,16 @@ class Proposer:
             )
         if repeat:
             text = "This identical proposal is already pending. " + text
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=summary)
+        return text_result(text, summary)
 
     @staticmethod
-    def _progress(ctx: ServerRequestContext[Any], total: float) -> Callable[[float], Awaitable[None]]:
+    def _progress(call: HostCall, total: float) -> Callable[[float], Awaitable[None]]:
         async def tick(elapsed: float) -> None:
-            await ctx.session.report_progress(round(elapsed, 1), float(total), WAITING_MESSAGE)
+            await call.progress(round(elapsed, 1), float(total), WAITING_MESSAGE)
 
         return tick
 
-    async def _resume(self, ctx: ServerRequestContext[Any], state: Any) -> types.CallToolResult:
+    async def _resume(self, call: HostCall, state: Any) -> CallToolResult:
         """The host retried after the hand-off (see proxy/handoff.py)."""
         pid = self.handoff.proposal_of(state)
         if pid is None:
@@ -203,7 +197,7 @@ class Proposer:
             return tool_error(
                 "Not proposed: the request state is not one Gatekeeper issued (or it expired). Call again."
             )
-        await self.audit.event(ev.HANDOFF_RESUMED, bounded({"answer": self.handoff.answer(ctx)}), proposal_id=pid)
+        await self.audit.event(ev.HANDOFF_RESUMED, bounded({"answer": self.handoff.answer(call)}), proposal_id=pid)
         outcome = await self.handoff.outcome(pid)
         if outcome is not None:
             return final_result(outcome)
@@ -223,7 +217,7 @@ class Proposer:
         )
 
 
-def unreachable(exc: DatabaseUnreachable, *, proposing: bool = False) -> types.CallToolResult:
+def unreachable(exc: DatabaseUnreachable, *, proposing: bool = False) -> CallToolResult:
     """The host's answer when the database server stays away: what happened, and what to do."""
     what = (
         "Proposal not confirmed: Gatekeeper's database is unreachable"

@@ -7,7 +7,10 @@ checked, TLS still verifying the URL's host name. ``GuardedTransport`` turns wha
 either crash on or report vaguely (a refused connection, a timeout, an HTML page, a ``5xx``, a
 body over ``BODY_LIMIT``) into a JSON-RPC error for that one request that names the server and
 what happened; ``failure`` tells ``Downstream`` which errors came from the connection, not the
-server's tools.
+server's tools, and ``call`` bounds each of its calls.
+
+Only a policy with a url server loads this module (and with it httpx2 and the SDK's HTTP client):
+``Downstream`` and the fast path import it where a url server needs it, never at start-up.
 """
 
 from __future__ import annotations
@@ -17,15 +20,15 @@ import os
 import secrets
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
 import httpx2
 import orjson
-from mcp import MCPError, types
+from mcp import Client, MCPError, types
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
@@ -33,9 +36,14 @@ from mcp.shared.message import SessionMessage
 from gatekeeper.policy import Server
 from gatekeeper.proxy import early
 from gatekeeper.proxy.addresses import Resolver, Target, resolve, system_resolver
+from gatekeeper.proxy.downstream import DownstreamUnavailable
+from gatekeeper.proxy.httpcarrier import HttpCarrier
 
 if TYPE_CHECKING:
-    from gatekeeper.proxy.httpcarrier import HttpCarrier
+    from gatekeeper.proxy.carrier import Carrier
+    from gatekeeper.proxy.downstream import Downstream
+
+T = TypeVar("T")
 
 BODY_LIMIT = 10 * 1024 * 1024  # one answer (JSON body, or one SSE response to a POST) at most
 # In error.data: this error is about the connection, not the tool. Random per process, so a server
@@ -132,13 +140,44 @@ def _kind(exc: BaseException) -> str | None:
 
 
 def unreachable(exc: BaseException) -> bool:
-    """The connect attempt itself failed (no second try on the legacy handshake would help)."""
-    return _kind(exc) == "unreachable"
+    """The connect attempt itself failed, or could not be made (a header's secret is missing): no
+    second try on the legacy handshake would help."""
+    return isinstance(exc, MissingSecret) or _kind(exc) == "unreachable"
 
 
 def described(exc: BaseException) -> str | None:
-    """What went wrong, when ``exc`` is one of this module's errors about the HTTP exchange."""
+    """What went wrong, when ``exc`` is one of this module's errors (a missing secret, the HTTP exchange)."""
+    if isinstance(exc, MissingSecret):
+        return str(exc)
     return exc.error.message if isinstance(exc, MCPError) and _kind(exc) else None
+
+
+def carrier(server: Server) -> HttpCarrier:
+    """The fast path's carrier for one connection to ``server`` (proxy/httpcarrier.py)."""
+    return HttpCarrier(server.timeout, BODY_LIMIT)
+
+
+async def call(downstream: Downstream, client: Client, method: Callable[[Client], Awaitable[T]]) -> T:
+    """One request to a url server (``Downstream.call``), bounded by the policy's timeout. A session the
+    server forgot (it restarted) is replaced once and the request sent again: it never ran there, and
+    only reads and allowed calls come here (a proposal's effect never reaches a server)."""
+    name, timeout = downstream.name, downstream.config.timeout
+    with anyio.move_on_after(timeout):
+        for attempt in (1, 2):
+            try:
+                return await method(client)
+            except MCPError as exc:
+                kind, message, reset = verdict(name, exc)
+                if kind in ("server", "gone"):
+                    raise
+                if reset:
+                    downstream.mark_gone()
+                if not (kind == "retry" and attempt == 1):
+                    raise DownstreamUnavailable(message) from None
+            downstream.note(renewing(name))
+            client = await downstream.ready()
+    downstream.mark_gone()
+    raise DownstreamUnavailable(timed_out(name, timeout))
 
 
 class BodyError(httpx2.SSEError, httpx2.StreamError):
@@ -261,11 +300,12 @@ async def connect(
     server: Server,
     errlog: TextIO,
     resolver: Resolver = system_resolver,
-    carrier: HttpCarrier | None = None,
+    carrier: Carrier | None = None,
 ) -> AsyncIterator[TransportStreams]:
     """Transport streams to the server at ``server.url``, over the one address checked now; ``carrier``
-    (the fast path's) gets the same client, and a way into the SDK client's read stream."""
+    (the fast path's, if an ``HttpCarrier``) gets the same client, and a way into the SDK client's read stream."""
     assert server.url is not None
+    http = carrier if isinstance(carrier, HttpCarrier) else None
     headers = headers_for(name, server)
     target = await anyio.to_thread.run_sync(resolve, name, server, resolver)
     transport = GuardedTransport(name, target, errlog)
@@ -275,7 +315,7 @@ async def connect(
         httpx2.AsyncClient(transport=transport, headers=headers, timeout=timeout, trust_env=False) as client,
         streamable_http_client(server.url, http_client=client, max_sse_event_size=BODY_LIMIT) as (read, write),
     ):
-        if carrier is None:
+        if http is None:
             yield read, write
             return
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -289,10 +329,10 @@ async def connect(
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(forward)
-                carrier.attach(client, server.url, transport, send.send)
+                http.attach(client, server.url, transport, send.send)
                 try:
                     yield receive, write
                 finally:
                     tg.cancel_scope.cancel()
         finally:
-            carrier.ended()
+            http.ended()

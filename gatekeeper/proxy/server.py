@@ -39,10 +39,12 @@ from gatekeeper.proxy.completion import Completions, offers_completions
 from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
 from gatekeeper.proxy.eras import ChildView
 from gatekeeper.proxy.fastpath import FastPath
+from gatekeeper.proxy.hostcall import HostCall
 from gatekeeper.proxy.listing import ToolListing
+from gatekeeper.proxy.mcpwire import ToolAnswer, tool_error
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
 from gatekeeper.proxy.proposing import Proposer, unreachable
-from gatekeeper.proxy.status import proposal_status, tool_error
+from gatekeeper.proxy.status import proposal_status
 from gatekeeper.store import events as ev
 from gatekeeper.store.backends import DatabaseUnreachable
 from gatekeeper.store.bounded import cut
@@ -89,8 +91,10 @@ class Proxy:
                 "approves or rejects on the review page. Use gatekeeper_proposal_status to follow one."
             ),
             lifespan=self._lifespan,
-            on_list_tools=self.listing.list_tools,
-            on_call_tool=self.call_tool,
+            # These two answer plain wire dicts, which the SDK server takes and sieves per era like
+            # a model (its runner's _dump_result); its annotations name only the models.
+            on_list_tools=cast(Any, self.listing.list_tools),
+            on_call_tool=cast(Any, self.call_tool),
             on_subscriptions_listen=ListenHandler(self.bus),
             on_list_resources=self.passthrough.list_resources,
             on_list_resource_templates=self.passthrough.list_resource_templates,
@@ -299,7 +303,7 @@ class Proxy:
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | ToolAnswer:
         arguments = (ctx.params or {}).get("arguments")  # the parsed wire object: no coercion
         try:
             return await self._call_tool(ctx, params.name, arguments)
@@ -314,7 +318,7 @@ class Proxy:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], name: str, arguments: Any
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | ToolAnswer:
         if name == RESERVED_TOOL:
             return await proposal_status(self.proposer.database, arguments)
         route = self.catalog.route(name)
@@ -341,12 +345,12 @@ class Proxy:
         if state == "unlisted":
             return tool_error(f"Downstream server {route.server!r} does not offer a tool named {route.tool!r}.")
         if route.rule.action == "propose":
-            return await self.proposer.propose(ctx, route, arguments)
+            return await self.proposer.propose(host_call(ctx), route, arguments)
         return await self._forward(ctx, downstream, route, arguments)
 
     async def _forward(
         self, ctx: ServerRequestContext[Any], downstream: Downstream, route: Route, arguments: Any
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | ToolAnswer:
         meta = {k: v for k, v in (ctx.meta or {}).items() if not k.startswith(_HOST_META) and k != "progress_token"}
 
         async def progress(progress: float, total: float | None, message: str | None) -> None:
@@ -370,3 +374,19 @@ class Proxy:
             if self.active.get(route.server) is ctx:
                 del self.active[route.server]
         return strip_stamp(result)
+
+
+def host_call(ctx: ServerRequestContext[Any]) -> HostCall:
+    """What the domain reads of a host's request (proxy/hostcall.py), taken from the SDK's context."""
+    session = ctx.session
+    info = session.client_params.client_info if session.client_params else None
+    caps = session.client_capabilities
+    return HostCall(
+        protocol_version=ctx.protocol_version,
+        client_info=None if info is None else info.model_dump(mode="json", by_alias=True, exclude_none=True),
+        client_capabilities=None if caps is None else caps.model_dump(mode="json", by_alias=True, exclude_none=True),
+        params=dict(ctx.params or {}),
+        meta=dict(ctx.meta or {}),
+        request_id=ctx.request_id,
+        report=session.report_progress,
+    )

@@ -9,9 +9,9 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-import mcp_types as types  # the wire types alone, not the SDK's transports
 
 from gatekeeper.canonical import parse_ts, utc_now
+from gatekeeper.proxy.mcpwire import CallToolResult, text_result, tool_error
 from gatekeeper.store.follow import Changes
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.target import Database
@@ -19,10 +19,6 @@ from gatekeeper.store.target import Database
 POLL_SECONDS = 0.05  # how often the change signal is looked at: one PRAGMA (PostgreSQL: its socket), no row read
 
 FINAL = {"committed", "rejected", "conflict", "refused", "failed", "expired"}
-
-
-def tool_error(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
 async def read_proposal(database: Database, proposal_id: str) -> dict[str, Any] | None:
@@ -93,7 +89,7 @@ def words(s: dict[str, Any]) -> str:
     return said
 
 
-async def proposal_status(database: Database, arguments: Any) -> types.CallToolResult:
+async def proposal_status(database: Database, arguments: Any) -> CallToolResult:
     """gatekeeper_proposal_status: where a proposal stands, in words and as structured data."""
     pid = arguments.get("proposal_id") if isinstance(arguments, dict) else None
     if not isinstance(pid, str) or not pid:
@@ -103,15 +99,13 @@ async def proposal_status(database: Database, arguments: Any) -> types.CallToolR
         return tool_error(f"No proposal {pid!r}. Use the proposal_id from the proposing call's result.")
     s = summary(state)
     text = f"Proposal {pid} for {state['path']}: {words(s)}."
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=s)
+    return text_result(text, s)
 
 
-def final_result(s: dict[str, Any]) -> types.CallToolResult:
+def final_result(s: dict[str, Any]) -> CallToolResult:
     """The answer to a proposing call once the outcome is known: success only when it is committed."""
     text = f"Proposal {s['proposal_id']} for {s['destination']}: {words(s)}."
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], structured_content=s, is_error=s["status"] != "committed"
-    )
+    return text_result(text, s, is_error=s["status"] != "committed")
 
 
 async def wait_for_outcome(

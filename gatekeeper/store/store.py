@@ -19,7 +19,7 @@ from gatekeeper.store.commits import CommitRecords
 from gatekeeper.store.decisions import Decisions
 from gatekeeper.store.passkeys import Passkeys
 from gatekeeper.store.pins import ToolPins
-from gatekeeper.store.signed_rows import next_seq, reviewer_signed
+from gatekeeper.store.signed_rows import change_seqs, next_seq, reviewer_signed
 from gatekeeper.store.tx import RETRY_SECONDS, Event, Tx
 from gatekeeper.store.values import MODES
 
@@ -167,6 +167,7 @@ class Store(ToolPins, CommitRecords, Decisions, Passkeys):
             row = tx.first("SELECT disabled_at, created_at FROM reviewer WHERE name = ?", (name,))
             if row is None:
                 raise NotFound(f"no reviewer {name!r}", "`gatekeeper reviewer list` shows them")
+            _refuse_a_reenabled_row(tx, name, row[0])
             signed = reviewer_signed(signer, next_seq(tx), name, password_hash, row[1], row[0])
             tx.run(
                 "UPDATE reviewer SET password_hash = :h, key_id = :key_id, signature = :signature WHERE name = :name",
@@ -244,6 +245,21 @@ def _created_payload(draft: ProposalDraft, args_sha: str, digest: str) -> dict[s
         "policy_digest": draft.policy_digest,
         "workspace_real": draft.workspace_real,
     }
+
+
+def _refuse_a_reenabled_row(tx: Tx, name: str, disabled_at: str | None) -> None:
+    """Disabling is for good (there is no enable command), so an enabled row with a disable event
+    was re-enabled by a database writer: re-signing it for a new password would launder that."""
+    if disabled_at is not None:
+        return
+    disabled = next(change_seqs(tx.first, (ev.REVIEWER_DISABLED,), "reviewer", name), None)
+    if disabled is not None:
+        raise Conflict(
+            f"reviewer {name!r} was disabled (audit seq {disabled}), but its row in the database says enabled: "
+            "it was changed outside Gatekeeper, and a new password would sign that change",
+            f"a disabled reviewer stays disabled: find out who could write the database, then run "
+            f"`gatekeeper reviewer disable {name}` and add the person under a new name",
+        )
 
 
 def _end_sessions(tx: Tx, name: str) -> int:

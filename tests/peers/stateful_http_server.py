@@ -6,8 +6,10 @@ For tests of Gatekeeper's ``url`` servers: ``read_note`` reads, ``create_note`` 
 tool and says the list changed; a resource ``note://hello`` and a prompt ``summarize``.
 With ``--token-env NAME`` every request must carry
 ``Authorization: Bearer $NAME`` (401 otherwise), so a test can prove the header reached it.
-``--record FILE`` appends each HTTP exchange (request and answer, as sent) to FILE; ``--json``
-answers with plain JSON instead of SSE streams.
+``--record DIR`` appends each HTTP exchange (request and answer, as sent) to a file in DIR: the
+server answers at ``/mcp`` and also at ``/TAG/mcp``, and an exchange at ``/TAG/mcp`` goes to
+``DIR/TAG.jsonl`` (else ``DIR/record.jsonl``), so tests that share one server each see their own
+exchanges. ``--json`` answers with plain JSON instead of SSE streams.
 Usage: ``python -m tests.peers.stateful_http_server PORT NOTES_DIR [--token-env NAME] [--stateless]``. It
 prints ``listening on PORT`` once the socket accepts connections.
 """
@@ -100,14 +102,20 @@ def with_token(app: Any, token: str) -> Any:
     return guarded
 
 
-def recording(app: Any, path: Path) -> Any:
-    """A plain ASGI wrapper: each HTTP exchange, once it ends, as one JSON line in ``path`` (method,
-    headers, request body, status, response body), so a test sees exactly what reached the server."""
+def recording(app: Any, folder: Path) -> Any:
+    """A plain ASGI wrapper: each HTTP exchange, once it ends, as one JSON line (method, headers,
+    request body, status, response body) in its tag's file in ``folder``, so a test sees exactly what
+    reached the server for it; ``/TAG/mcp`` is served as ``/mcp``."""
 
     async def recorder(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
+        tag = "record"
+        parts = scope["path"].split("/")  # "/TAG/mcp" -> ["", "TAG", "mcp"]
+        if len(parts) == 3 and parts[2] == "mcp" and parts[1].isidentifier():
+            tag, scope = parts[1], {**scope, "path": "/mcp", "raw_path": b"/mcp"}
+        path = folder / f"{tag}.jsonl"
         body, chunks, status = bytearray(), bytearray(), [0]
 
         async def received() -> Any:
@@ -157,10 +165,12 @@ def main() -> None:
     parser.add_argument("root", type=Path)
     parser.add_argument("--token-env")
     parser.add_argument("--stateless", action="store_true", help="no sessions: a fresh server per request")
-    parser.add_argument("--record", type=Path, help="append every HTTP exchange to this file (JSON lines)")
+    parser.add_argument("--record", type=Path, help="append every HTTP exchange to a file in this folder (JSON lines)")
     parser.add_argument("--json", action="store_true", help="plain JSON answers instead of SSE streams")
     args = parser.parse_args()
     args.root.mkdir(parents=True, exist_ok=True)
+    if args.record is not None:
+        args.record.mkdir(parents=True, exist_ok=True)
     anyio.run(serve, args.port, args.root, args.token_env, args.stateless, args.record, args.json)
     sys.exit(0)
 
