@@ -199,8 +199,9 @@ async def test_list_changed_reaches_on_notify_once(tmp_path: Path, mode: str) ->
     assert "extra" in {t["name"] for t in listing["tools"]}
 
 
-def _asker(tmp: Path, log: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=PY, args=[str(PEERS / "asking_server.py")], env={"ASK_LOG": str(log)})
+def _asker(tmp: Path, log: Path, refuse: str = "") -> StdioServerParameters:
+    env = {"ASK_LOG": str(log), "ASK_REFUSE": refuse}
+    return StdioServerParameters(command=PY, args=[str(PEERS / "asking_server.py")], env=env)
 
 
 def _answers(log: Path) -> dict[Any, Any]:
@@ -272,3 +273,21 @@ async def test_integers_past_64_bits_stay_exact_as_with_the_sdk_client(tmp_path:
         result = await session.request("tools/call", {"name": "odd", "arguments": {}})
     assert result["_meta"]["big"] == 12345678901234567890123 == expected["_meta"]["big"]
     assert isinstance(result["_meta"]["big"], int) and result["_meta"]["n"] == 1.5
+
+
+@pytest.mark.parametrize("refuse", ["discover", "initialize"])
+async def test_a_32022_means_one_probe_again_as_with_the_sdk_client(tmp_path: Path, refuse: str) -> None:
+    """-32022 naming a mutual version, to the probe or to the fallback initialize: one more probe at
+    it, and the child is spoken to in 2026-07-28; the same lines as the SDK client sends."""
+    ours, theirs = tmp_path / "ours.log", tmp_path / "theirs.log"
+    async with sdk(_asker(tmp_path, theirs, refuse), tmp_path, "auto") as client:
+        expected = client.protocol_version
+    async with lean(_asker(tmp_path, ours, refuse), tmp_path, "auto") as (_, negotiated, _process):
+        pass
+    assert negotiated.protocol_version == expected == "2026-07-28"
+    sent = [json.loads(line) for line in ours.read_text().splitlines()]
+    assert sent == [json.loads(line) for line in theirs.read_text().splitlines()]
+    methods = [m["method"] for m in sent]
+    assert methods == (
+        ["server/discover"] * 2 if refuse == "discover" else ["server/discover", "initialize", "server/discover"]
+    )

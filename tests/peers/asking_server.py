@@ -5,6 +5,9 @@ Every line it receives is appended to ``$ASK_LOG``. Before the handshake it prin
 first sends the requests a server may send a client: ``ping``, ``roots/list``,
 ``sampling/createMessage`` (valid and malformed), ``elicitation/create`` and an unknown method,
 so a test compares what two clients answer. Then it answers a fixed text.
+``ASK_REFUSE=discover``: the first ``server/discover`` gets -32022 naming 2026-07-28;
+``ASK_REFUSE=initialize``: discover is not found and the first ``initialize`` gets -32022
+(as from a slow starter that a timed-out probe locked modern).
 """
 
 from __future__ import annotations
@@ -41,15 +44,26 @@ def main() -> None:
     log = open(os.environ["ASK_LOG"], "a")  # noqa: SIM115 - open for the process's life
     sys.stdout.write("junk before the protocol\n[1, 2]\n" + '{"jsonrpc": "1.0", "id": 1}\n')
     sys.stdout.flush()
+    refused = False
     for line in sys.stdin:
         log.write(line)
         log.flush()
         message = json.loads(line)
         method, rid = message.get("method"), message.get("id")
-        if method == "initialize":
+        if method == "initialize" and os.environ.get("ASK_REFUSE") == "initialize" and not refused:
+            refused = True  # a slow starter the probe locked modern after all: initialize is refused
+            data = {"supported": ["2026-07-28"], "requested": "2025-11-25"}
+            send({"id": rid, "error": {"code": -32022, "message": "Unsupported protocol version", "data": data}})
+        elif method == "initialize":
             info = {"name": "asker", "version": "1.0"}
             caps: dict[str, object] = {"tools": {}}
             send({"id": rid, "result": {"protocolVersion": "2025-11-25", "capabilities": caps, "serverInfo": info}})
+        elif method == "server/discover" and os.environ.get("ASK_REFUSE") == "discover" and not refused:
+            refused = True  # once: -32022 naming a version, which the client probes again at
+            data = {"supported": ["2026-07-28"], "requested": "x"}
+            send({"id": rid, "error": {"code": -32022, "message": "Unsupported protocol version", "data": data}})
+        elif method == "server/discover" and os.environ.get("ASK_REFUSE") == "initialize" and not refused:
+            send({"id": rid, "error": {"code": -32601, "message": "Method not found"}})
         elif method == "server/discover":
             meta = {"io.modelcontextprotocol/serverInfo": {"name": "asker", "version": "1.0"}}
             result = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "_meta": meta}
