@@ -80,11 +80,19 @@ def write_policy(
     return policy
 
 
+SWITCHES = ("GATEKEEPER_PROXY",)
+"""Switches a test run passes on to the proxy (``GATEKEEPER_PROXY=lean``: our own client toward children)."""
+
+
+def switched() -> dict[str, str]:
+    return {k: os.environ[k] for k in SWITCHES if k in os.environ}
+
+
 def proxy_params(policy: Path, home: Path, *extra: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=PY,
         args=["-m", "gatekeeper", "proxy", "--policy", str(policy), *extra],
-        env={"GATEKEEPER_HOME": str(home), "PYTHONPATH": str(REPO), "GATEKEEPER_START_TIMEOUT": "20"},
+        env={"GATEKEEPER_HOME": str(home), "PYTHONPATH": str(REPO), "GATEKEEPER_START_TIMEOUT": "20", **switched()},
         cwd=str(policy.parent),
     )
 

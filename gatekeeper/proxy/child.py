@@ -153,6 +153,25 @@ async def child_stdio(
             tg.cancel_scope.cancel()
 
 
+@asynccontextmanager
+async def child_process(
+    params: StdioServerParameters,
+    errlog: TextIO,
+    pipe: ChildPipe | None = None,
+    adopt: subprocess.Popen[bytes] | None = None,
+) -> AsyncIterator[ChildProcess]:
+    """The child itself, for a client that reads and writes its lines (proxy/childrpc.py) instead of
+    the SDK's streams: started (or adopted) as ``child_stdio`` does, and always ended on exit."""
+    process = await _start(params, errlog, adopt, pipe)
+    if pipe is not None:
+        pipe.attach(process)
+    try:
+        yield process
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stop(process)
+
+
 async def _start(
     params: StdioServerParameters, errlog: TextIO, adopt: subprocess.Popen[bytes] | None, pipe: ChildPipe | None
 ) -> _Child:
@@ -334,3 +353,7 @@ async def _adopt(popen: subprocess.Popen[bytes], pipe: ChildPipe | None = None) 
     )
     writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
     return _Child(popen, _ChildIn(writer), stdout)
+
+
+ChildProcess = _Child
+"""A started child (its ``stdin.send``, ``stdout.next_line``/``done``, ``pid``, ``returncode``)."""

@@ -33,7 +33,7 @@ from gatekeeper.policy.commands import executable
 from gatekeeper.proxy import early
 from gatekeeper.proxy.addresses import AddressRefused
 from gatekeeper.proxy.carrier import Carrier
-from gatekeeper.proxy.child import ChildPipe, child_environment, child_stdio
+from gatekeeper.proxy.child import ChildPipe, child_environment, child_process, child_stdio
 from gatekeeper.store import events as ev
 
 T = TypeVar("T")
@@ -174,7 +174,17 @@ class Downstream:
         if not started:
             self._settle()  # waiters learn the failure; a start requested after a clean run waits on
 
-    def _transport(self, params: StdioServerParameters | None, errlog: TextIO, mode: str) -> Any:
+    def _client(self, params: StdioServerParameters | None, errlog: TextIO, mode: str) -> Any:
+        """The SDK's ``Client``; for a stdio child under ``GATEKEEPER_PROXY=lean`` our own (proxy/leanclient.py)."""
+        calls: dict[str, Any] = {"message_handler": self._message, "logging_callback": self._log}
+        calls["list_roots_callback"] = self._roots
+        if params is not None and os.environ.get("GATEKEEPER_PROXY", "sdk") == "lean":
+            from gatekeeper.proxy.leanclient import lean_client
+
+            return lean_client(self._transport(params, errlog, mode, lean=True), mode, self.name, self.carrier, **calls)
+        return Client(self._transport(params, errlog, mode), mode=mode, cache=None, log_level="debug", **calls)
+
+    def _transport(self, params: StdioServerParameters | None, errlog: TextIO, mode: str, lean: bool = False) -> Any:
         """The transport streams of one life: a child on stdio, or an HTTP connection (proxy/remote.py)."""
         if params is None:
             from gatekeeper.proxy import remote
@@ -191,7 +201,7 @@ class Downstream:
             errlog.write(f"{_MARK} starting {self.name} ({mode}): {self.config.command} {' '.join(self.config.args)}\n")
             errlog.flush()
         pipe = self.carrier if isinstance(self.carrier, ChildPipe) else None
-        return child_stdio(params, errlog, pipe, adopted)
+        return (child_process if lean else child_stdio)(params, errlog, pipe, adopted)
 
     async def _session(
         self, params: StdioServerParameters | None, errlog: TextIO, mode: str, probe_error: str | None = None
@@ -217,15 +227,7 @@ class Downstream:
                     if mode == "auto":
                         tg.start_soon(probe_deadline, self._scope)
                     self.carrier = self._carrier()
-                    async with Client(
-                        self._transport(params, errlog, mode),
-                        mode=mode,
-                        cache=None,
-                        log_level="debug",
-                        message_handler=self._message,
-                        logging_callback=self._log,
-                        list_roots_callback=self._roots,
-                    ) as client:
+                    async with self._client(params, errlog, mode) as client:
                         started = True
                         if await self._started(client, mode, probe_error):  # a modern child
                             tg.start_soon(self._listen, client)

@@ -1,0 +1,69 @@
+"""What a JSON-RPC line from a child is, without the SDK's models: parsed, classified, correlated.
+
+The SDK client validates each line into ``JSONRPCRequest | JSONRPCNotification | JSONRPCResponse |
+JSONRPCError``; ``kind`` makes the same four-way decision on the parsed dict (anything else is junk,
+logged and skipped), and ``request_id`` correlates ids as the SDK does ("7" is 7, a bool is none).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import orjson
+
+from gatekeeper.proxy import mcpwire as w
+
+Json = dict[str, Any]
+
+
+def request_id(value: Any) -> int | str | None:
+    """A JSON-RPC id as the SDK correlates it: a string or a non-bool int, "7" the same as 7."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    return value
+
+
+_BIG_NUMBER = re.compile(rb"[0-9]{19}")  # as proxy/fastreply.py: orjson rounds these to floats, silently
+
+
+def loads(line: bytes) -> Any:
+    """Parse one line: orjson, or the standard library where a 19-digit run may be an integer past
+    64 bits, which orjson would turn into a float (the SDK client's parser keeps it exact)."""
+    if _BIG_NUMBER.search(line):
+        return json.loads(line)
+    return orjson.loads(line)
+
+
+def dumps(message: Json) -> bytes:
+    """One line for the child's stdin (compact UTF-8, as the SDK's pydantic dump writes it)."""
+    try:
+        return orjson.dumps(message) + b"\n"
+    except TypeError:  # an integer past 64 bits from the host's arguments
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def kind(message: Any) -> str:
+    """What the SDK's message union would make of it: request, notification, response, or junk."""
+    if not isinstance(message, dict) or message.get("jsonrpc") != w.JSONRPC_VERSION:
+        return "junk"
+    params = message.get("params")
+    if "method" in message:
+        if not isinstance(message["method"], str) or not (params is None or isinstance(params, dict)):
+            return "junk"
+        if "id" not in message:
+            return "notification"
+        return "request" if request_id(message["id"]) is not None else "junk"
+    if "result" in message:
+        answered = isinstance(message["result"], dict) and request_id(message.get("id")) is not None
+        return "response" if answered else "junk"
+    error = message.get("error")
+    if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
+        return "response"
+    return "junk"
