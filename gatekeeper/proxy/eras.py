@@ -31,15 +31,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gatekeeper.proxy.hostera import Rejection, classify
 from gatekeeper.proxy.mcpwire import (
+    LEVELS,
     LOG_LEVEL_META_KEY,
     MODERN_PROTOCOL_VERSIONS,
     PROTOCOL_VERSION_META_KEY,
     SERVER_INFO_META_KEY,
+    later_revision_fields,
 )
 
 METHODS = ("tools/call", "resources/read", "prompts/get", "completion/complete")
-LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 VERSION_HEADER = "mcp-protocol-version"  # the SDK's MCP_PROTOCOL_VERSION_HEADER (its module: slow import)
 HOST_META = "io.modelcontextprotocol/"
 """The prefix of the 2026-07-28 envelope's keys: the host's, never forwarded to a child."""
@@ -88,12 +90,7 @@ class ChildView:
             # Two handshake-era revisions may differ in result shape: only the same one is raw.
             return cls(client, host_version, version == host_version, False, _handshake(version), None)
         stamp = getattr(getattr(client, "session", None), "_stamp", None)  # the SDK client's own envelope
-        try:
-            from mcp.client.session import _later_revision_fields
-
-            foreign = {m: frozenset(_later_revision_fields(m, host_version)) for m in METHODS}
-        except (ImportError, KeyError):
-            stamp = None
+        foreign = {m: later_revision_fields(m, host_version) for m in METHODS}
         if stamp is None or host_version in MODERN_PROTOCOL_VERSIONS:
             return cls(client, host_version, False, True, _no_stamp, None)
         return cls(client, host_version, True, True, _stamper(stamp), foreign)
@@ -157,15 +154,14 @@ def _stamper(stamp: Callable[[dict[str, Any], Any], None]) -> Callable[[dict[str
 
 def envelope_levels(message: dict[str, Any], meta: dict[str, Any], host_version: str | None) -> frozenset[str] | None:
     """The log levels a 2026 request opted in to, or None if the SDK must answer it: an envelope
-    the SDK's own classifier refuses, a log level it would reject, a version not the host's."""
-    from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
-
+    the SDK's own classifier refuses (``hostera.classify``, held to it by tests/test_hostera.py), a
+    log level it would reject, a version not the host's."""
     if meta.get(PROTOCOL_VERSION_META_KEY) != host_version:
         return None
     requested = meta.get(LOG_LEVEL_META_KEY)
     if requested is not None and requested not in LEVELS:
         return None
-    if isinstance(classify_inbound_request(message), InboundLadderRejection):
+    if isinstance(classify(message.get("params")), Rejection):
         return None
     return frozenset() if requested is None else frozenset(LEVELS[LEVELS.index(requested) :])
 

@@ -41,7 +41,7 @@ from gatekeeper.proxy.eras import ChildView
 from gatekeeper.proxy.fastpath import FastPath
 from gatekeeper.proxy.hostcall import HostCall
 from gatekeeper.proxy.listing import ToolListing
-from gatekeeper.proxy.mcpwire import ToolAnswer, tool_error
+from gatekeeper.proxy.mcpwire import LEVELS, ToolAnswer, tool_error
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
 from gatekeeper.proxy.proposing import Proposer, unreachable
 from gatekeeper.proxy.status import proposal_status
@@ -258,7 +258,7 @@ class Proxy:
     async def _on_child_log(self, downstream: Downstream, params: types.LoggingMessageNotificationParams) -> None:
         ctx = self.active.get(downstream.name)
         session = ctx.session if ctx else self.host
-        if session is None or params.level not in (self.log_levels() or eras.LEVELS):
+        if session is None or params.level not in (self.log_levels() or LEVELS):
             return
         try:
             await session.send_log_message(
