@@ -35,7 +35,8 @@ class RawProxy:
 
     def __init__(self, policy: Path, home: Path) -> None:
         params = proxy_params(policy, home)
-        self.stderr = open(home / "raw-stderr.log", "ab")  # noqa: SIM115 - closed in close()
+        self.stderr_path = home / "raw-stderr.log"
+        self.stderr = open(self.stderr_path, "ab")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
             [params.command, *params.args],
             stdin=subprocess.PIPE,
@@ -62,10 +63,15 @@ class RawProxy:
     def wait_for(self, request_id: Any, timeout: float = 30) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            gone = self.proc.poll() is not None and not self._reader.is_alive()  # before the scan: no line missed
             for line in list(self.lines):
                 message = json.loads(line)
                 if message.get("id") == request_id and ("result" in message or "error" in message):
                     return message
+            if gone:  # a dead proxy answers nothing more: say why now, not after the whole timeout
+                tail = self.stderr_path.read_bytes()[-2000:].decode(errors="replace")
+                code = self.proc.returncode
+                raise AssertionError(f"the proxy exited ({code}) before answering id {request_id!r}:\n{tail}")
             time.sleep(0.02)
         raise AssertionError(f"no answer to id {request_id!r}; stdout so far: {self.lines[-3:]}")
 
