@@ -178,3 +178,28 @@ async def test_missing_command_is_reported(tmp_path: Path, home: Home) -> None:
     async with proxied(policy, home.path) as p:
         with pytest.raises(MCPError, match=r"ghost.*not available.*nonexistent"):
             await p.list_tools()
+
+
+async def test_a_tool_change_as_a_2026_child_is_first_listed_reaches_the_host(tmp_path: Path, home: Home) -> None:
+    """A 2026-07-28 child tells only open listen streams about a change: the proxy's stream must be
+    acknowledged before it first lists the child's tools, or the host never hears of a change made
+    in between. The child starts slowly, so the host's first tools/list is already waiting for it."""
+    policy = write_policy(
+        tmp_path, probe=True, notes=False, probe_env=', PROBE_GROW_AT_FIRST_LIST: "1", PROBE_START_DELAY: "2"'
+    )
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with proxied(policy, home.path, "auto", message_handler=on_message) as p:
+        assert p.protocol_version == "2026-07-28"
+        async with p.listen(tools_list_changed=True):
+            assert "extra" not in {t.name for t in (await p.list_tools()).tools}  # the child's first list
+            with anyio.fail_after(10):
+                await changed.wait()
+        assert "extra" in {t.name for t in (await p.list_tools()).tools}
+        assert text(await p.call_tool("extra", {})) == "extra"
+        started = [json.loads(e[2]) for e in events(home.path, "server_started")]
+        assert [(e["server"], e["era"]) for e in started] == [("probe", "modern")]  # one life: no restart

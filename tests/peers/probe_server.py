@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -94,9 +96,29 @@ def put(path: str, content: str) -> str:
     return "written"
 
 
+if os.environ.get("PROBE_GROW_AT_FIRST_LIST"):
+    # A server whose tools change just as it is first listed (a plugin that loads late): the
+    # change is published to the listen streams open at that moment, and the first list is old.
+    from mcp.server.subscriptions import ToolsListChanged
+
+    _list_tools, _grown = server.list_tools, []
+
+    async def _list_then_grow() -> list[Any]:
+        tools = await _list_tools()
+        if not _grown:
+            _grown.append(True)
+            server.tool(name="extra", description="Appeared later.")(lambda: "extra")
+            await server._subscriptions.publish(ToolsListChanged())
+        return tools
+
+    server.list_tools = _list_then_grow  # type: ignore[method-assign]
+
+
 if __name__ == "__main__":
     print("probe: starting", file=sys.stderr)
     if os.environ.get("PROBE_FAIL_START"):
         print("probe: refusing to start (PROBE_FAIL_START is set)", file=sys.stderr)
         raise SystemExit(7)
+    if delay := os.environ.get("PROBE_START_DELAY"):
+        time.sleep(float(delay))  # a slow starter: the host's first requests wait for it
     server.run("stdio")
