@@ -59,7 +59,8 @@ prof = cProfile.Profile()
 prof.enable()
 try:
     runpy.run_module("gatekeeper", run_name="__main__")
-except SystemExit: pass
+except SystemExit:
+    pass
 finally:
     prof.disable()
     prof.dump_stats(out)
