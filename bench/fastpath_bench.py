@@ -4,7 +4,9 @@ direct call, two plain relays (the floor) and FastMCP's proxy, all in the same r
 Variants, each a process between the client and the server:
 
 - ``direct``: no proxy;
-- ``gatekeeper``: ``python -m gatekeeper proxy --policy FILE`` under a temporary GATEKEEPER_HOME;
+- ``gatekeeper``: ``python -m gatekeeper proxy --policy FILE`` under a temporary GATEKEEPER_HOME, in
+  its default downstream mode (``match``: the child spoken to in the client's era); named in
+  ``--only``, ``gatekeeper-auto`` and ``gatekeeper-legacy`` run it with that ``--downstream-mode``;
 - ``relay-poll`` / ``relay-asyncio``: ``bench/relay.py`` (stdlib only, no MCP);
 - ``fastmcp``: FastMCP's ``create_proxy`` over stdio, pinned, in its own venv under the peers cache
   (GATEKEEPER_PEERS_CACHE), installed here once; without the registry its rows say ``skipped``.

@@ -33,6 +33,7 @@ VARIANTS = (
     "gatekeeper",
     "gatekeeper-asyncio",
     "gatekeeper-legacy",
+    "gatekeeper-auto",
     "relay-poll",
     "relay-selectors",
     "relay-asyncio",
@@ -213,11 +214,11 @@ def launch(variant: str, server: Server, setup: Setup) -> Launch:
         policy.write_text("version: 1\nservers:\n" + server.policy)
         code = setup.baseline if variant == "gatekeeper-baseline" and setup.baseline else REPO
         env = {"GATEKEEPER_HOME": str(setup.home), "PYTHONPATH": str(code), "GATEKEEPER_START_TIMEOUT": "20"}
-        extra = variant.removeprefix("gatekeeper").removeprefix("-")  # "", baseline, legacy (the child's era), a loop
-        if extra not in ("", "baseline", "legacy"):
+        extra = variant.removeprefix("gatekeeper").removeprefix("-")  # "", baseline, a downstream mode, a loop
+        mode = ["--downstream-mode", extra] if extra in ("legacy", "auto") else []  # else the default: match
+        args = ["-m", "gatekeeper", "proxy", "--policy", str(policy), *mode]
+        if extra not in ("", "baseline", "legacy", "auto"):
             env["GATEKEEPER_LOOP"] = extra
-        mode = "legacy" if extra == "legacy" else "auto"
-        args = ["-m", "gatekeeper", "proxy", "--policy", str(policy), "--downstream-mode", mode]
         if setup.profile_dir is not None:
             out = setup.profile_dir / f"gatekeeper-{server.key}-{time.monotonic_ns()}.prof"
             return Launch([PY, "-c", PROFILED, str(out), *args[2:]], env, str(setup.work))
@@ -230,7 +231,7 @@ def launch(variant: str, server: Server, setup: Setup) -> Launch:
 
 
 def available(setup: Setup) -> tuple[str, ...]:
-    opt_in = {"gatekeeper-legacy"} - set(setup.only)  # a diagnostic variant: only when named in --only
+    opt_in = {"gatekeeper-legacy", "gatekeeper-auto"} - set(setup.only)  # diagnostic variants: only when named
     names = [v for v in VARIANTS if v not in opt_in and (v != "fastmcp" or isinstance(setup.fastmcp, Path))]
     if setup.baseline is not None:
         names.insert(names.index("gatekeeper") + 1, "gatekeeper-baseline")

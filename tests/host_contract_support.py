@@ -149,7 +149,9 @@ def raw_proxy(tmp: Path, home: Path) -> Iterator[RawProxy]:
     (workspace / "notes").mkdir(parents=True, exist_ok=True)
     policy = tmp / "policy.yaml"
     policy.write_text(textwrap.dedent(POLICY.format(py=sys.executable, workspace=workspace, repo=REPO)))
-    proxy = RawProxy(policy, home)
+    # Recorded when `auto` was the default: a 2025 host's cases hold the 2025-host-to-2026-child
+    # rewrite to them (under the default, `match`, the child would speak 2025 too).
+    proxy = RawProxy(policy, home, "--downstream-mode", "auto")
     try:
         yield proxy
         proxy.assert_stdout_is_jsonrpc()

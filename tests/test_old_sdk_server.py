@@ -1,8 +1,9 @@
-"""A server on the Python SDK 1.x behind the proxy in its default `auto` downstream mode.
+"""A server on the Python SDK 1.x behind the proxy, in the `auto` downstream mode and in the
+default `match` mode (which is `auto` toward a 2026 host and `legacy` toward a 2025 one).
 
 The server (tests/peers/old_sdk_notes.py, FastMCP on mcp==1.6.0 in its own venv) fails on the
 2026 `server/discover` probe. The proxy must start it again on `initialize`, once, and use
-that era for every later start of the same proxy.
+that era for every later start of the same proxy. A 2025 host under `match` never probes it.
 """
 
 from __future__ import annotations
@@ -27,14 +28,17 @@ def text(result: types.CallToolResult) -> str:
     return result.content[0].text  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_auto_mode_falls_back_to_initialize_and_remembers_the_era(tmp_path: Path, home: Home, mode: str) -> None:
+# (the host's mode, the proxy's --downstream-mode): a 2026 host under the default, and `auto` as ever
+@pytest.mark.parametrize(("mode", "downstream"), [("auto", "match"), ("auto", "auto"), ("legacy", "auto")])
+async def test_auto_mode_falls_back_to_initialize_and_remembers_the_era(
+    tmp_path: Path, home: Home, mode: str, downstream: str
+) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()
     policy = old_notes_policy(tmp_path, pid_dir=pids)
     (tmp_path / "workspace" / "notes" / "seed.md").write_text("seeded by hand\n")
     try:
-        async with proxied(policy, home.path, mode) as p:
+        async with proxied(policy, home.path, mode, ("--downstream-mode", downstream)) as p:
             names = {t.name for t in (await p.list_tools()).tools}
             assert {"read_note", "add_note", "server_pid"} <= names
             assert text(await p.call_tool("read_note", {"path": "notes/seed.md"})) == "seeded by hand\n"
@@ -62,7 +66,30 @@ async def test_auto_mode_falls_back_to_initialize_and_remembers_the_era(tmp_path
     assert starts[0]["probe_error"] and starts[1]["probe_error"] is None
     assert not events(home.path, "server_failed")  # the probe's failure is not a failed start
     log = (home.path / "logs" / "notes.log").read_text()
-    assert log.count("starting notes (auto)") == 1 and log.count("starting notes (legacy)") == 2
+    assert log.count(f"starting notes ({downstream})") == 1 and log.count("starting notes (legacy)") == 2
+
+
+async def test_a_2025_host_under_match_starts_it_on_initialize_without_a_probe(tmp_path: Path, home: Home) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    policy = old_notes_policy(tmp_path, pid_dir=pids)
+    (tmp_path / "workspace" / "notes" / "seed.md").write_text("seeded by hand\n")
+    try:
+        async with proxied(policy, home.path, "legacy") as p:
+            assert text(await p.call_tool("read_note", {"path": "notes/seed.md"})) == "seeded by hand\n"
+            first = int(text(await p.call_tool("server_pid", {})))
+            assert len(started(pids)) == 1  # the early child, adopted and spoken to on initialize
+            os.kill(first, signal.SIGKILL)
+            wait_gone({first}, timeout=5)
+            assert (await p.call_tool("read_note", {"path": "notes/seed.md"})).is_error
+            assert text(await p.call_tool("read_note", {"path": "notes/seed.md"})) == "seeded by hand\n"
+            assert len(started(pids)) == 2
+    finally:
+        for pid in started(pids):
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    starts = [json.loads(e[2]) for e in events(home.path, "server_started")]
+    assert [(s["mode"], s["era"], s["probe_error"]) for s in starts] == [("legacy", "legacy", None)] * 2
 
 
 async def test_a_proposal_to_the_old_server_is_held(tmp_path: Path, home: Home) -> None:

@@ -187,9 +187,9 @@ def test_a_2026_hosts_completion_is_the_sdk_paths_answer(tmp_path: Path, home: H
 def test_a_2025_host_and_a_2026_child_get_the_sdk_paths_answer(tmp_path: Path, home: Home) -> None:
     """The notes server speaks 2026-07-28, the raw host 2025-11-25: the fast path drops the later
     revision's ``resultType`` and the child's stamp as the SDK path does (a 20-digit number in
-    ``_meta`` sends the second request there)."""
+    ``_meta`` sends the second request there). ``auto``: the default would speak 2025 to the child."""
     notes_workspace(tmp_path)
-    proxy = RawProxy(write_policy(tmp_path), home.path)
+    proxy = RawProxy(write_policy(tmp_path), home.path, "--downstream-mode", "auto")
     try:
         proxy.send(INIT)
         assert proxy.wait_for(1)["result"]["capabilities"]["completions"] == {}

@@ -141,7 +141,7 @@ def _first_start(proc: subprocess.Popen[str], record: Path, home: Home) -> None:
         # One start only: the early child was adopted, not spawned again.
         assert [state for _, state in _starts(record)] == ["started"]
         log = (home.log_dir / "notes.log").read_text()
-        assert log.count("--- gatekeeper: starting notes (auto):") == 1
+        assert log.count("--- gatekeeper: starting notes (match):") == 1  # the default mode
         proc.stdin.close()  # type: ignore[union-attr]
         proc.wait(timeout=10)
         assert _group_gone(_starts(record)[0][0]), "the adopted child outlived the proxy"

@@ -24,6 +24,9 @@ from tests.test_proxy_wire import RawProxy
 
 pytestmark = pytest.mark.timeout(120)
 LEVEL = "io.modelcontextprotocol/logLevel"
+CHILD_IN_2026 = ("--downstream-mode", "auto")
+"""For a 2025 host: the default (``match``) would speak 2025-11-25 to the child, which has no
+per-request log opt-in to look at."""
 
 
 def probe_policy(tmp: Path, *more: str) -> Path:
@@ -69,7 +72,7 @@ def test_a_2026_hosts_fast_call_asks_the_child_for_the_hosts_level(tmp_path: Pat
 
 
 def test_a_2025_host_still_gets_every_log_line_asked_for(tmp_path: Path, home: Home) -> None:
-    proxy = RawProxy(probe_policy(tmp_path), home.path)
+    proxy = RawProxy(probe_policy(tmp_path), home.path, *CHILD_IN_2026)
     try:
         hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
         proxy.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
@@ -86,7 +89,7 @@ def logs_of(proxy: RawProxy) -> list[dict[str, Any]]:
 
 def test_a_2025_hosts_set_level_is_honoured_and_asked_of_the_child(tmp_path: Path, home: Home) -> None:
     """The proxy forwards child logs, so it declares ``logging`` and honours ``logging/setLevel``."""
-    proxy = RawProxy(probe_policy(tmp_path, "steps"), home.path)
+    proxy = RawProxy(probe_policy(tmp_path, "steps"), home.path, *CHILD_IN_2026)
     try:
         hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
         proxy.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})

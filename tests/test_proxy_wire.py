@@ -33,8 +33,8 @@ ENVELOPE = {
 class RawProxy:
     """The proxy as a plain subprocess: bytes in, lines out, nothing interpreted for it."""
 
-    def __init__(self, policy: Path, home: Path) -> None:
-        params = proxy_params(policy, home)
+    def __init__(self, policy: Path, home: Path, *extra: str) -> None:
+        params = proxy_params(policy, home, *extra)
         self.stderr_path = home / "raw-stderr.log"
         self.stderr = open(self.stderr_path, "ab")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(

@@ -11,12 +11,14 @@ from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 @POLICY
 @click.option(
     "--downstream-mode",
-    type=click.Choice(["auto", "legacy"]),
-    default="auto",
+    type=click.Choice(["match", "auto", "legacy"]),
+    default="match",
     show_default=True,
     help=(
-        "How to connect to downstream servers: auto (server/discover first; a server that fails it, as "
-        "1.x-SDK servers do, is restarted once on initialize and remembered) or legacy (initialize only)."
+        "How to connect to downstream servers: match (started at once, spoken to in the host's protocol "
+        "era once its first request shows it: initialize as legacy, a 2026-07-28 request as auto), auto "
+        "(server/discover first; a server that fails it, as 1.x-SDK servers do, is restarted once on "
+        "initialize and remembered) or legacy (initialize only)."
     ),
 )
 @pass_ctx

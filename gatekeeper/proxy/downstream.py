@@ -8,9 +8,9 @@ because a child did. The child's stderr goes to ``<home>/logs/<server>.log``, ne
 A ``url`` server is connected to instead of started (proxy/remote.py): the same supervision,
 its calls bounded by the policy's timeout, a session the server forgot replaced once.
 
-In ``auto`` mode the first start probes with ``server/discover``. Servers on the 1.x SDK die on
-that probe, so a child that fails on it is started once more on the 2025-11-25 ``initialize``
-handshake, and the era that worked is kept for every later start by this proxy (``era``).
+In ``auto`` mode (``match`` becomes it toward a 2026 host: proxy/childera.py) the first start probes
+with ``server/discover``. Servers on the 1.x SDK die on that probe, so a child that fails on it is
+started once more on the 2025-11-25 ``initialize`` handshake, and the era that worked is kept (``era``).
 Closing ends the child within ``child.STOP_BUDGET`` (see proxy/child.py).
 """
 

@@ -55,7 +55,7 @@ def expected_warnings() -> None:
     )
 
 
-def serve_stdio(policy: Policy, home: Home, *, mode: str = "auto") -> None:
+def serve_stdio(policy: Policy, home: Home, *, mode: str = "match") -> None:
     from gatekeeper.proxy.hostio import host_stdio
     from gatekeeper.proxy.server import Proxy
 

@@ -35,6 +35,7 @@ from gatekeeper.policy import RESERVED_TOOL, Policy
 from gatekeeper.proxy import eras, wire
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Catalog, Route
+from gatekeeper.proxy.childera import MATCH, HostEra
 from gatekeeper.proxy.completion import Completions, offers_completions
 from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
 from gatekeeper.proxy.eras import ChildView
@@ -56,7 +57,7 @@ _HOST_META = "io.modelcontextprotocol/"
 class Proxy:
     """One host connection: the SDK server, its downstream servers, and the routing between them."""
 
-    def __init__(self, policy: Policy, home: Home, *, mode: str = "auto") -> None:
+    def __init__(self, policy: Policy, home: Home, *, mode: str = MATCH) -> None:
         self.policy = policy
         self.home = home
         self.session_id = new_id()
@@ -66,6 +67,7 @@ class Proxy:
         self.catalog = Catalog(policy)
         self.bus = InMemorySubscriptionBus()
         self.host: Any = None  # the host's ServerSession, captured by the middleware
+        self.host_era = HostEra()  # what children in "match" mode wait for (proxy/childera.py)
         self.active: dict[str, ServerRequestContext[Any]] = {}  # server -> latest in-flight call (for logs)
         self.downstreams = {
             name: Downstream(
@@ -201,7 +203,7 @@ class Proxy:
     async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
         async with anyio.create_task_group() as tg:
             for downstream in self.downstreams.values():
-                tg.start_soon(downstream.supervise)
+                tg.start_soon(self.host_era.supervise, downstream)
             tg.start_soon(self.audit.flush_due_forever)
             await self.audit.event(
                 ev.PROXY_STARTED,
@@ -218,9 +220,11 @@ class Proxy:
         self.store.close()
 
     async def _middleware(self, ctx: ServerRequestContext[Any], call_next: Callable[..., Awaitable[Any]]) -> Any:
-        """Remember the host session; say whether completions are offered (initialize, server/discover);
+        """Remember the host session, and its era from its first request (proxy/childera.py); say whether
+        completions are offered (initialize, server/discover);
         turn an unexpected exception into a plain error, logged in full."""
         self.host = ctx.session
+        self.host_era.heard(ctx.protocol_version, ctx.request_id is not None)
         try:
             result = await call_next(ctx)
             if ctx.method in ("initialize", "server/discover"):
