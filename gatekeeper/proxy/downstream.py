@@ -229,8 +229,14 @@ class Downstream:
                     self.carrier = self._carrier()
                     async with self._client(params, errlog, mode) as client:
                         started = True
-                        if await self._started(client, mode, probe_error):  # a modern child
-                            tg.start_soon(self._listen, client)
+                        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                            # A 2026 child tells only open listen streams of a change: acknowledged
+                            # before anything lists its tools, or a change in between is never heard.
+                            listening = anyio.Event()
+                            tg.start_soon(self._listen, client, listening)
+                            with anyio.move_on_after(PROBE_TIMEOUT):
+                                await listening.wait()
+                        await self._started(client, mode, probe_error)
                         await self._gone.wait()
                         tg.cancel_scope.cancel()
             if probe_timed_out:
@@ -261,9 +267,8 @@ class Downstream:
             return remote.carrier(self.config)
         return ChildPipe()
 
-    async def _started(self, client: Client, mode: str, probe_error: str | None) -> bool:
-        """The child answered the handshake: make it the live client, record it, wake the waiters.
-        True if it speaks 2026-07-28 (and so needs a listen stream for list_changed)."""
+    async def _started(self, client: Client, mode: str, probe_error: str | None) -> None:
+        """The child answered the handshake: make it the live client, record it, wake the waiters."""
         self.client, self.error, self.failures, self.start_failed = client, None, 0, False
         self.generation += 1
         modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
@@ -282,15 +287,18 @@ class Downstream:
             },
         )
         self._settle()
-        return modern
 
-    async def _listen(self, client: Client) -> None:
-        """2026-07-28 children send list_changed only while a listen stream is open."""
+    async def _listen(self, client: Client, listening: anyio.Event) -> None:
+        """2026-07-28 children send list_changed only while a listen stream is open; ``listening``
+        is set once the child acknowledged it, or refused it (then it tells of no change)."""
         try:
             async with client.listen(tools_list_changed=True):
+                listening.set()
                 await anyio.sleep_forever()
         except Exception:
             return
+        finally:
+            listening.set()
 
     # -- what calls use ----------------------------------------------------------------------
 
