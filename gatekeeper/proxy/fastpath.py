@@ -35,11 +35,12 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 from mcp import types
 
-from gatekeeper.proxy import eras, wire
+from gatekeeper.proxy import eras
 from gatekeeper.proxy.completion import raw_ref
 from gatekeeper.proxy.eras import ChildView
 from gatekeeper.proxy.fastreply import BIG_NUMBER, ID_PREFIX, Pending, Replies, loads
 from gatekeeper.proxy.mcpwire import PROTOCOL_VERSION_META_KEY
+from gatekeeper.proxy.wireparse import MAX_DEPTH, depth
 
 if TYPE_CHECKING:
     from gatekeeper.proxy.carrier import Carrier
@@ -91,7 +92,7 @@ class FastPath(Replies):
         meta = params.get("_meta")
         if "_meta" in params and not isinstance(meta, dict):
             return False
-        if line.count(b"{") + line.count(b"[") > wire.MAX_DEPTH and wire.depth(params) + 1 > wire.MAX_DEPTH:
+        if line.count(b"{") + line.count(b"[") > MAX_DEPTH and depth(params) + 1 > MAX_DEPTH:
             return False  # the SDK path refuses it with the usual message (each level opens a bracket)
         levels: frozenset[str] | None = None
         modern = isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta

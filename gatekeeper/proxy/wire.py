@@ -29,10 +29,10 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from gatekeeper.proxy.wireparse import MAX_DEPTH, depth
+
 log = logging.getLogger("gatekeeper.proxy.wire")
 
-MAX_DEPTH = 100
-"""Deepest nesting of arrays and objects in one message (the SDK's own parser stops at 201)."""
 MIN_LINE_BYTES = 64 * 1024 * 1024
 """Every message may be this large, whatever the policy says."""
 LINE_FACTOR = 8
@@ -183,24 +183,6 @@ def _refuse(reason: str, why: str, size: int, rid: Any, method: Any) -> Refusal:
     parse_error = rid is None and reason in _PARSE_REASONS
     code, prefix = (types.PARSE_ERROR, "Parse error") if parse_error else (types.INVALID_REQUEST, "Invalid request")
     return Refusal(code, f"{prefix}: Gatekeeper refused the message: {why}.", reason, size, rid, method)
-
-
-def depth(value: Any) -> int:
-    """Nesting depth of parsed JSON, without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, level)
-        if level > MAX_DEPTH:
-            return level
-        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
-    return deepest
 
 
 def _top_level(text: str) -> Any:

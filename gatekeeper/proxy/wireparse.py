@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from gatekeeper.proxy.wire import Refusal
 
 MAX_DEPTH: Final = 100
-"""Deepest nesting accepted (``wire.MAX_DEPTH``; the test checks they agree)."""
+"""Deepest nesting of arrays and objects in one message (the SDK's own parser stops at 201);
+wire.py takes it, and ``depth``, from here."""
 MIN_LINE_BYTES: Final = 64 * 1024 * 1024
 """The smallest line limit (``wire.MIN_LINE_BYTES``)."""
 BIG_NUMBER: Final = re.compile(rb"[0-9]{19}")  # _BIG_DIGITS in a row
@@ -93,7 +94,7 @@ def _id(value: Any) -> bool:
 
 
 def depth(value: Any) -> int:
-    """Nesting depth of parsed JSON, without recursion (as ``wire.depth``: stops past ``MAX_DEPTH``)."""
+    """Nesting depth of parsed JSON, without recursion; stops counting past ``MAX_DEPTH``."""
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, level = stack.pop()
