@@ -13,9 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import Completion, CompletionArgument, CompletionContext, PromptReference, ResourceTemplateReference
 
 MAX_READ = 1 << 20
+SHOWN = 120  # characters of a path an error repeats: a 10 MB path must not come back whole
+
+
+def _shown(rel: str) -> str:
+    return repr(rel if len(rel) <= SHOWN else rel[:SHOWN] + "…")
 
 
 def _slug(title: str) -> str:
@@ -30,7 +36,7 @@ def build(root: Path) -> MCPServer:
     def inside(rel: str) -> Path:
         path = (root / rel).resolve()
         if root not in path.parents:
-            raise ValueError(f"{rel!r} is outside the notes folder")
+            raise ToolError(f"{_shown(rel)} is outside the notes folder: give a path inside it, e.g. notes/hello.md")
         return path
 
     _reading_tools(server, root, inside)
@@ -46,7 +52,14 @@ def _reading_tools(server: MCPServer, root: Path, inside: Callable[[str], Path])
 
     @server.tool(description="Read one note by its relative path, e.g. notes/hello.md.")
     def read_note(path: str) -> str:
-        return inside(path).read_bytes()[:MAX_READ].decode("utf-8", errors="replace")
+        # A ToolError's words reach the caller; any other exception becomes "Error executing tool"
+        # and a traceback in the log (with the 10 MB argument rendered: tens of seconds).
+        try:
+            return inside(path).read_bytes()[:MAX_READ].decode("utf-8", errors="replace")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise ToolError(f"no note at {_shown(path)}: list_notes shows every note") from None
+        except OSError as exc:
+            raise ToolError(f"cannot read {_shown(path)}: {exc.strerror}") from None
 
     @server.tool(description="Find notes whose text contains the query (case-insensitive).")
     def search_notes(query: str) -> list[str]:
