@@ -38,9 +38,9 @@ from mcp import types
 from gatekeeper.proxy import eras
 from gatekeeper.proxy.completion import raw_ref
 from gatekeeper.proxy.eras import ChildView
-from gatekeeper.proxy.fastreply import BIG_NUMBER, ID_PREFIX, Pending, Replies, loads
+from gatekeeper.proxy.fastreply import ID_PREFIX, Pending, Replies, loads
 from gatekeeper.proxy.mcpwire import PROTOCOL_VERSION_META_KEY
-from gatekeeper.proxy.wireparse import MAX_DEPTH, depth
+from gatekeeper.proxy.wireparse import BIG_NUMBER, MAX_DEPTH, depth
 
 if TYPE_CHECKING:
     from gatekeeper.proxy.carrier import Carrier

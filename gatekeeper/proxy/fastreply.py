@@ -21,6 +21,7 @@ import orjson
 from gatekeeper.proxy import eras
 from gatekeeper.proxy.carrier import RESEND, TIMEOUT, Trouble
 from gatekeeper.proxy.mcpwire import INTERNAL_ERROR, SERVER_INFO_META_KEY, tool_error
+from gatekeeper.proxy.wireparse import BIG_NUMBER
 
 if TYPE_CHECKING:
     from gatekeeper.proxy.carrier import Carrier
@@ -32,7 +33,6 @@ log = logging.getLogger("gatekeeper.proxy.fast")
 
 ID_PREFIX = "gatekeeper-fast-"
 ID_BYTES = ID_PREFIX.encode()
-BIG_NUMBER = re.compile(rb"[0-9]{19}")  # orjson rounds integers beyond 64 bits to floats: not ours to take
 _CLOSED = "Connection closed"  # the SDK client's words for a child gone mid-call (proxy/downstream.py)
 _LOG_MARKER = b'"notifications/message"'
 _ID_FIELD = re.compile(rb'("id"\s*:\s*)"' + re.escape(ID_BYTES) + rb'[0-9]+"')

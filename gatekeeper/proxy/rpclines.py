@@ -8,12 +8,12 @@ logged and skipped), and ``request_id`` correlates ids as the SDK does ("7" is 7
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
 
 from gatekeeper.proxy import mcpwire as w
+from gatekeeper.proxy.wireparse import BIG_NUMBER
 
 Json = dict[str, Any]
 
@@ -30,13 +30,10 @@ def request_id(value: Any) -> int | str | None:
     return value
 
 
-_BIG_NUMBER = re.compile(rb"[0-9]{19}")  # as proxy/fastreply.py: orjson rounds these to floats, silently
-
-
 def loads(line: bytes) -> Any:
     """Parse one line: orjson, or the standard library where a 19-digit run may be an integer past
     64 bits, which orjson would turn into a float (the SDK client's parser keeps it exact)."""
-    if _BIG_NUMBER.search(line):
+    if BIG_NUMBER.search(line):
         return json.loads(line)
     return orjson.loads(line)
 

@@ -24,7 +24,7 @@ MAX_DEPTH: Final = 100
 wire.py takes it, and ``depth``, from here."""
 MIN_LINE_BYTES: Final = 64 * 1024 * 1024
 """The smallest line limit (``wire.MIN_LINE_BYTES``)."""
-BIG_NUMBER: Final = re.compile(rb"[0-9]{19}")  # _BIG_DIGITS in a row
+BIG_NUMBER: Final = re.compile(rb"[0-9]{19}")  # orjson silently rounds integers past 64 bits to floats; the one copy
 """19 digits in a row: maybe an integer beyond 64 bits, which orjson would round to a float."""
 _BIG_DIGITS: Final = 19
 _NOT_COUNTED: Final = bytes(sorted(set(range(256)) - set(b"0123456789{[")))
