@@ -1,0 +1,198 @@
+"""The host side without the SDK's ``Server`` (``GATEKEEPER_PROXY_HOST=lean``): issue 12, step 3, first wiring.
+
+Why: the SDK server costs ~1 s of start-up and ~40 MiB, and every host line a pydantic round trip.
+Here a host line goes: ``hostio`` (queued lines) -> ``wireparse`` (orjson; the SDK's parser only
+for a line it is unsure of) -> ``hostera.Connection`` (era lock, envelope rungs, handshake gate)
+-> ``hostrpc.HostRpc`` (a task per request, cancellation) -> the ``Proxy``'s own handlers -> a
+result shaped per era (``hostera.shape_result``) -> ``HostOut``, the one writer of stdout.
+
+Not yet here (the SDK host still does them): the fast path, log forwarding, list_changed
+notifications, ``subscriptions/listen``, own params checks (the SDK's surface models check them
+for now, imported on the first request), and stdio that is a regular file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, cast
+
+import orjson
+
+from gatekeeper.proxy import mcpwire as w
+from gatekeeper.proxy import wireparse
+from gatekeeper.proxy.hostcall import HostCall
+from gatekeeper.proxy.hostera import Connection, Rejection, discover_result, initialize_result, shape_result
+from gatekeeper.proxy.hostio import HostIn, HostOut, lean_stdio
+from gatekeeper.proxy.hostrpc import HostRpc, Message, Request, RpcError
+
+if TYPE_CHECKING:
+    from gatekeeper.proxy.server import Proxy
+
+log = logging.getLogger("gatekeeper.proxy.hostlean")
+
+
+def encode(message: Message) -> bytes:
+    """One line for the host. orjson first; values it cannot write (integers beyond 64 bits, which
+    the oracle keeps exact) go through ``json``, as the SDK's dump writes them."""
+    try:
+        return orjson.dumps(message) + b"\n"
+    except TypeError:  # orjson.JSONEncodeError is one
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def rejected(rejection: Rejection) -> RpcError:
+    return RpcError(rejection.code, rejection.message, rejection.data)
+
+
+def check_params(method: str, version: str, params: Message | None) -> None:
+    """The SDK's surface check of a request's params, with the SDK server's -32602/-32601 answers.
+
+    Lazily imported: the SDK's models are what today's refusal texts come from."""
+    from mcp_types.methods import validate_client_request
+    from pydantic import ValidationError
+
+    try:
+        validate_client_request(method, version, params)
+    except KeyError:
+        raise RpcError(w.METHOD_NOT_FOUND, "Method not found", method) from None
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors())
+        raise RpcError(w.INVALID_PARAMS, f"invalid params for {method}: {problems}") from None
+
+
+def dumped(result: Any) -> Message:
+    """A handler's answer as a wire dict (the SDK runner's ``_dump_result``)."""
+    if result is None:
+        return {}
+    if isinstance(result, dict):
+        return dict(result)
+    return cast(Message, result.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+
+class LeanHost:
+    """One host connection served by our own dispatcher, in front of ``proxy``'s handlers."""
+
+    def __init__(self, proxy: Proxy, out: HostOut) -> None:
+        self.proxy, self.out = proxy, out
+        self.connection = Connection()
+        self.client_info: Any = None  # from initialize (a handshake-era host); never trusted
+        self.client_capabilities: Any = None
+        self.rpc = HostRpc(self.send, self.on_request, self.on_notify)
+
+    async def send(self, message: Message) -> None:
+        self.out.write(encode(message))
+        await self.out.drain()
+
+    async def serve(self, host_in: HostIn) -> None:
+        """Until the end of input; what is in flight then is answered -32000 (``HostRpc``)."""
+        await self.rpc.serve(self.messages(host_in))
+
+    async def messages(self, host_in: HostIn) -> AsyncIterator[Message]:
+        """The host's messages in order; a line refused on reading is answered and recorded here."""
+        while (item := await host_in.take()) is not None:
+            line, size = item
+            if not line.strip():
+                continue  # a blank line is framing, not a message
+            outcome = wireparse.parse(line, size=len(line) if size is None else size, limit=host_in.limit)
+            if isinstance(outcome, dict):
+                yield outcome
+                continue
+            log.warning("refused a message from the host: %s (%d bytes)", outcome.reason, outcome.size)
+            await self.send(outcome.response().message.model_dump(by_alias=True, exclude_unset=True))
+            try:
+                await self.proxy.wire_refused(outcome.payload())
+            except Exception:
+                log.exception("could not report a refused message")
+
+    async def on_notify(self, method: str, params: Message | None) -> None:
+        self.connection.notified(method)
+
+    async def on_request(self, request: Request) -> Message:
+        """Route, check, gate, answer, shape: the order the SDK server refuses in."""
+        method, params = request.method, request.params
+        version = self.connection.route(method, params)
+        if isinstance(version, Rejection):
+            raise rejected(version)
+        self.proxy.host_era.heard(version, True)
+        check_params(method, version, params)
+        gate = self.connection.gate(method)
+        if gate is not None:
+            raise rejected(gate)
+        from mcp import MCPError  # lazily: handlers still raise the SDK's error
+
+        try:
+            result = await self.answer(request, version)
+        except MCPError as exc:
+            raise RpcError(exc.code, exc.message, exc.data) from None
+        return shape_result(method, version, result)
+
+    async def answer(self, request: Request, version: str) -> Message:
+        """The unshaped result of a checked request."""
+        method, params = request.method, request.params or {}
+        proxy = self.proxy
+        if method == "initialize":
+            self.client_info, self.client_capabilities = params.get("clientInfo"), params.get("capabilities")
+            result = initialize_result(params["protocolVersion"], completions=True)
+            await proxy.completions.advertise(result)
+            self.connection.initialized(params["protocolVersion"])
+            return result
+        if method == "server/discover":
+            result = discover_result(completions=True)
+            await proxy.completions.advertise(result)
+            return result
+        if method == "ping":
+            return {}
+        if method == "logging/setLevel":
+            proxy.log_level = params["level"]
+            return {}
+        if method == "tools/list":
+            return await proxy.listing.list_tools(cast(Any, None), None)
+        if method == "tools/call":
+            return dumped(await proxy.call(self.host_call(request, version), params["name"]))
+        return dumped(await self.passthrough(method, params))
+
+    async def passthrough(self, method: str, params: Message) -> Any:
+        """Resources, prompts and completion: today's handlers, fed the SDK's typed params."""
+        from mcp import types
+
+        through = self.proxy.passthrough
+        kinds: dict[str, tuple[Any, Any]] = {
+            "resources/list": (through.list_resources, types.PaginatedRequestParams),
+            "resources/templates/list": (through.list_resource_templates, types.PaginatedRequestParams),
+            "resources/read": (through.read_resource, types.ReadResourceRequestParams),
+            "prompts/list": (through.list_prompts, types.PaginatedRequestParams),
+            "prompts/get": (through.get_prompt, types.GetPromptRequestParams),
+            "completion/complete": (self.proxy.completions.complete, types.CompleteRequestParams),
+        }
+        handler, model = kinds[method]
+        return await handler(None, model.model_validate(params))
+
+    def host_call(self, request: Request, version: str) -> HostCall:
+        """What the domain reads of this request; who asked comes from the envelope or ``initialize``."""
+        params = request.params or {}
+        found = params.get("_meta")
+        meta: Message = found if isinstance(found, dict) else {}
+        info, caps = self.client_info, self.client_capabilities
+        if self.connection.modern:
+            info, caps = meta.get(w.CLIENT_INFO_META_KEY), meta.get(w.CLIENT_CAPABILITIES_META_KEY)
+        return HostCall(
+            protocol_version=version,
+            client_info=info if isinstance(info, dict) else None,
+            client_capabilities=caps if isinstance(caps, dict) else None,
+            params=dict(params),
+            meta=dict(meta),
+            request_id=request.id,
+            report=request.progress,
+        )
+
+
+async def serve_lean(proxy: Proxy) -> None:
+    """Serve the host on stdio until its input ends; then the children end (the proxy's lifespan)."""
+    logging.getLogger("gatekeeper.proxy").info("host side: lean (GATEKEEPER_PROXY_HOST=lean)")
+    async with lean_stdio(proxy.wire_refused, proxy.line_limit()) as (host_in, out):
+        sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)
+        async with proxy.lifespan():
+            await LeanHost(proxy, out).serve(host_in)
