@@ -17,8 +17,10 @@ import json
 import logging
 import sys
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, cast
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any, Final, cast
 
+import anyio
 import orjson
 
 from gatekeeper.proxy import mcpwire as w
@@ -41,6 +43,56 @@ def encode(message: Message) -> bytes:
         return orjson.dumps(message) + b"\n"
     except TypeError:  # orjson.JSONEncodeError is one
         return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+LISTENED: Final = {
+    "ToolsListChanged": ("toolsListChanged", "notifications/tools/list_changed"),
+    "ResourcesListChanged": ("resourcesListChanged", "notifications/resources/list_changed"),
+    "PromptsListChanged": ("promptsListChanged", "notifications/prompts/list_changed"),
+}
+"""The proxy's bus events (``Proxy.bus``): the listen filter key that asks for each, and its notification."""
+
+
+def notice(method: str, params: Message | None = None) -> Message:
+    message: Message = {"jsonrpc": w.JSONRPC_VERSION, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+class LeanSession:
+    """What ``Proxy`` asks of ``proxy.host`` (the SDK's ``ServerSession`` on the SDK host): the era,
+    whether the handshake is done, list_changed and log lines for a handshake-era host."""
+
+    def __init__(self, host: LeanHost) -> None:
+        self._host = host
+
+    @property
+    def protocol_version(self) -> str:
+        connection = self._host.connection
+        return w.LATEST_MODERN_VERSION if connection.modern else connection.version
+
+    @property
+    def client_params(self) -> Any:
+        return self._host.client_info if self._host.connection.ready else None
+
+    async def send_tool_list_changed(self) -> None:
+        await self._host.send(notice("notifications/tools/list_changed"))
+
+    async def send_resource_list_changed(self) -> None:
+        await self._host.send(notice("notifications/resources/list_changed"))
+
+    async def send_prompt_list_changed(self) -> None:
+        await self._host.send(notice("notifications/prompts/list_changed"))
+
+    async def send_log_message(self, level: str, data: Any, logger: str | None, related_request_id: Any) -> None:
+        """A child's log line, to a handshake-era host only (2026-07-28's per-request opt-in: not yet)."""
+        if self._host.connection.modern:
+            return
+        params: Message = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        await self._host.send(notice("notifications/message", params))
 
 
 def rejected(rejection: Rejection) -> RpcError:
@@ -81,6 +133,7 @@ class LeanHost:
         self.client_info: Any = None  # from initialize (a handshake-era host); never trusted
         self.client_capabilities: Any = None
         self.rpc = HostRpc(self.send, self.on_request, self.on_notify)
+        proxy.host = LeanSession(self)
 
     async def send(self, message: Message) -> None:
         self.out.write(encode(message))
@@ -150,9 +203,34 @@ class LeanHost:
             return {}
         if method == "tools/list":
             return await proxy.listing.list_tools(cast(Any, None), None)
+        if method == "subscriptions/listen":
+            return await self.listen(request)
         if method == "tools/call":
             return dumped(await proxy.call(self.host_call(request, version), params["name"]))
         return dumped(await self.passthrough(method, params))
+
+    async def listen(self, request: Request) -> Message:
+        """A 2026-07-28 listen stream: acknowledged, then the asked-for list changes, until cancelled."""
+        asked = (request.params or {}).get("notifications")
+        wanted = {key: True for key, _ in LISTENED.values() if isinstance(asked, dict) and asked.get(key) is True}
+        tag = {w.SUBSCRIPTION_ID_META_KEY: request.id}
+        events_in, events_out = anyio.create_memory_object_stream[str](64)
+
+        def heard(event: Any) -> None:
+            with suppress(anyio.WouldBlock):  # 64 changes unread: the host will list again anyway
+                events_in.send_nowait(type(event).__name__)
+
+        unsubscribe = self.proxy.bus.subscribe(heard)
+        try:
+            await self.send(notice("notifications/subscriptions/acknowledged", {"notifications": wanted, "_meta": tag}))
+            async for name in events_out:
+                key, method = LISTENED.get(name, ("", ""))
+                if key in wanted:
+                    await self.send(notice(method, {"_meta": tag}))
+        finally:
+            unsubscribe()
+            events_in.close()
+        return {}
 
     async def passthrough(self, method: str, params: Message) -> Any:
         """Resources, prompts and completion: today's handlers, fed the SDK's typed params."""
