@@ -28,7 +28,7 @@ from gatekeeper.proxy import wireparse
 from gatekeeper.proxy.hostcall import HostCall
 from gatekeeper.proxy.hostera import Connection, Rejection, discover_result, initialize_result, shape_result
 from gatekeeper.proxy.hostio import HostIn, HostOut, lean_stdio
-from gatekeeper.proxy.hostrpc import HostRpc, Message, Request, RpcError
+from gatekeeper.proxy.hostrpc import HostRpc, Message, Request, RpcError, correlation_key, valid_id
 
 if TYPE_CHECKING:
     from gatekeeper.proxy.server import Proxy
@@ -86,8 +86,9 @@ class LeanSession:
         await self._host.send(notice("notifications/prompts/list_changed"))
 
     async def send_log_message(self, level: str, data: Any, logger: str | None, related_request_id: Any) -> None:
-        """A child's log line, to a handshake-era host only (2026-07-28's per-request opt-in: not yet)."""
-        if self._host.connection.modern:
+        """A child's log line: a handshake-era host gets each; on 2026-07-28 only the request it is
+        related to, if that request opted in to its level (``_meta`` logLevel)."""
+        if self._host.connection.modern and level not in self._host.opted_in(related_request_id):
             return
         params: Message = {"level": level, "data": data}
         if logger is not None:
@@ -138,6 +139,13 @@ class LeanHost:
     async def send(self, message: Message) -> None:
         self.out.write(encode(message))
         await self.out.drain()
+
+    def opted_in(self, request_id: Any) -> tuple[str, ...]:
+        """The log levels an in-flight 2026-07-28 request asked for (none: it asked for none, or is over)."""
+        flight = self.rpc.in_flight.get(correlation_key(request_id)) if valid_id(request_id) else None
+        meta = (flight.request.params or {}).get("_meta") if flight is not None else None
+        asked = meta.get(w.LOG_LEVEL_META_KEY) if isinstance(meta, dict) else None
+        return w.LEVELS[w.LEVELS.index(asked) :] if asked in w.LEVELS else ()
 
     async def serve(self, host_in: HostIn) -> None:
         """Until the end of input; what is in flight then is answered -32000 (``HostRpc``)."""
