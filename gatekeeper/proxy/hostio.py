@@ -318,7 +318,9 @@ async def host_stdio(
 
 
 @asynccontextmanager
-async def lean_stdio(on_refusal: wire.OnRefusal, limit: int) -> AsyncIterator[tuple[HostIn, HostOut]]:
+async def lean_stdio(
+    on_refusal: wire.OnRefusal, limit: int, fast: OnLine | None = None
+) -> AsyncIterator[tuple[HostIn, HostOut]]:
     """The host's pipes without the SDK's streams (``GATEKEEPER_PROXY_HOST=lean``): queued lines, one writer.
 
     Pipes and sockets only (``pollable``); the caller keeps the SDK host for regular files."""
@@ -326,7 +328,8 @@ async def lean_stdio(on_refusal: wire.OnRefusal, limit: int) -> AsyncIterator[tu
     out_fd = _claim(1, lambda: os.dup(2))
     out = HostOut(out_fd if out_fd is not None else sys.stdout.fileno())
     await out.open()
-    host_in = HostIn(on_refusal, limit, None)
+    host_in = HostIn(on_refusal, limit, fast)
+    out.resubmit = host_in.resubmit
     source = os.fdopen(in_fd, "rb", closefd=False) if in_fd is not None else sys.stdin.buffer
     transport, protocol = await asyncio.get_running_loop().connect_read_pipe(lambda: _InProtocol(host_in), source)
     host_in.protocol = protocol

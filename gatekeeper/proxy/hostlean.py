@@ -6,9 +6,11 @@ for a line it is unsure of) -> ``hostera.Connection`` (era lock, envelope rungs,
 -> ``hostrpc.HostRpc`` (a task per request, cancellation) -> the ``Proxy``'s own handlers -> a
 result shaped per era (``hostera.shape_result``) -> ``HostOut``, the one writer of stdout.
 
-Not yet here (the SDK host still does them): the fast path, log forwarding, list_changed
-notifications, ``subscriptions/listen``, own params checks (the SDK's surface models check them
-for now, imported on the first request), and stdio that is a regular file.
+The fast path (``proxy/fastpath.py``) still takes its lines first, as on the SDK host; a
+``LeanSession`` stands in for the SDK's session where ``Proxy`` and the fast path read it. Not yet
+here: own params checks (the SDK's surface models check them, imported on the first request),
+stdio that is a regular file (the SDK host serves it), and dropping the SDK imports of run.py
+and server.py, without which start-up costs what it did.
 """
 
 from __future__ import annotations
@@ -278,7 +280,8 @@ class LeanHost:
 async def serve_lean(proxy: Proxy) -> None:
     """Serve the host on stdio until its input ends; then the children end (the proxy's lifespan)."""
     logging.getLogger("gatekeeper.proxy").info("host side: lean (GATEKEEPER_PROXY_HOST=lean)")
-    async with lean_stdio(proxy.wire_refused, proxy.line_limit()) as (host_in, out):
+    async with lean_stdio(proxy.wire_refused, proxy.line_limit(), proxy.fast.host_line) as (host_in, out):
+        proxy.fast.attach(out)
         sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)
         async with proxy.lifespan():
             await LeanHost(proxy, out).serve(host_in)
