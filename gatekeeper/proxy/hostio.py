@@ -206,19 +206,21 @@ class HostIn:
             self._queue.append(None)
         self._wake.set()
 
+    async def take(self) -> tuple[bytes, int | None] | None:
+        """The next line and its cut size (None at the end of input); reading resumes once few wait."""
+        while not self._queue:
+            self._wake.clear()
+            await self._wake.wait()
+        item = self._queue.popleft()
+        if self._paused and len(self._queue) < _QUEUE_LOW and self.protocol and self.protocol.transport:
+            self._paused = False
+            self.protocol.transport.resume_reading()
+        return item
+
     async def pump(self, send: Any, answer: Any) -> None:
         """Check each queued line and hand it to the SDK (or answer its refusal), in order."""
         async with send:
-            while True:
-                while not self._queue:
-                    self._wake.clear()
-                    await self._wake.wait()
-                item = self._queue.popleft()
-                if self._paused and len(self._queue) < _QUEUE_LOW and self.protocol and self.protocol.transport:
-                    self._paused = False
-                    self.protocol.transport.resume_reading()
-                if item is None:
-                    return
+            while (item := await self.take()) is not None:
                 line, size = item
                 if not line.strip():
                     continue  # a blank line is framing, not a message
@@ -312,6 +314,30 @@ async def host_stdio(
         with anyio.CancelScope(shield=True):
             if transport is not None:
                 transport.close()
+            await out.aclose()
+
+
+@asynccontextmanager
+async def lean_stdio(
+    on_refusal: wire.OnRefusal, limit: int, fast: OnLine | None = None
+) -> AsyncIterator[tuple[HostIn, HostOut]]:
+    """The host's pipes without the SDK's streams (``GATEKEEPER_PROXY_HOST=lean``): queued lines, one writer.
+
+    Pipes and sockets only (``pollable``); the caller keeps the SDK host for regular files."""
+    in_fd = _claim(0, lambda: os.open(os.devnull, os.O_RDONLY))
+    out_fd = _claim(1, lambda: os.dup(2))
+    out = HostOut(out_fd if out_fd is not None else sys.stdout.fileno())
+    await out.open()
+    host_in = HostIn(on_refusal, limit, fast)
+    out.resubmit = host_in.resubmit
+    source = os.fdopen(in_fd, "rb", closefd=False) if in_fd is not None else sys.stdin.buffer
+    transport, protocol = await asyncio.get_running_loop().connect_read_pipe(lambda: _InProtocol(host_in), source)
+    host_in.protocol = protocol
+    try:
+        yield host_in, out
+    finally:
+        with anyio.CancelScope(shield=True):
+            transport.close()
             await out.aclose()
 
 

@@ -68,14 +68,30 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "match") -> None:
         proxy = Proxy(policy, home, mode=mode)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_end_on_signal, proxy)
-            async with host_stdio(proxy.wire_refused, proxy.line_limit(), proxy.fast.host_line) as (read, write, out):
-                proxy.fast.attach(out)
-                sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)
-                # Returns at stdin EOF; leaving its lifespan ends the children (proxy/child.py).
-                await proxy.server.run(read, write, proxy.initialization_options())
+            if lean_host():
+                from gatekeeper.proxy.hostlean import serve_lean
+
+                await serve_lean(proxy)
+            else:
+                async with host_stdio(proxy.wire_refused, proxy.line_limit(), proxy.fast.host_line) as (r, w, out):
+                    proxy.fast.attach(out)
+                    sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)
+                    # Returns at stdin EOF; leaving its lifespan ends the children (proxy/child.py).
+                    await proxy.server.run(r, w, proxy.initialization_options())
             tg.cancel_scope.cancel()
 
     anyio.run(main, backend_options=loop_options())
+
+
+def lean_host() -> bool:
+    """``GATEKEEPER_PROXY_HOST=lean``: serve the host without the SDK server (proxy/hostlean.py; issue 12,
+    step 3, in progress). Only over pipes or sockets; anything else keeps the SDK host (``sdk``, the default)."""
+    from gatekeeper.proxy.hostio import pollable
+
+    asked = os.environ.get("GATEKEEPER_PROXY_HOST", "sdk").strip().lower()
+    if asked not in ("sdk", "lean"):
+        logging.getLogger("gatekeeper.proxy").warning("GATEKEEPER_PROXY_HOST=%s is not sdk or lean; using sdk", asked)
+    return asked == "lean" and pollable(0) and pollable(1)
 
 
 LOOPS = ("uvloop", "asyncio")

@@ -52,6 +52,7 @@ from gatekeeper.store.bounded import cut
 
 log = logging.getLogger("gatekeeper.proxy")
 _HOST_META = "io.modelcontextprotocol/"
+_PROGRESS_KEYS = frozenset({"progress_token", "progressToken"})  # the SDK's context name; the wire's
 
 
 class Proxy:
@@ -68,7 +69,7 @@ class Proxy:
         self.bus = InMemorySubscriptionBus()
         self.host: Any = None  # the host's ServerSession, captured by the middleware
         self.host_era = HostEra()  # what children in "match" mode wait for (proxy/childera.py)
-        self.active: dict[str, ServerRequestContext[Any]] = {}  # server -> latest in-flight call (for logs)
+        self.active: dict[str, HostCall] = {}  # server -> latest in-flight call (for logs)
         self.downstreams = {
             name: Downstream(
                 name,
@@ -195,6 +196,10 @@ class Proxy:
 
     # -- plumbing ------------------------------------------------------------------------------
 
+    def lifespan(self) -> Any:
+        """Children, audit flushing and their orderly end: what a host side without the SDK server enters."""
+        return self._lifespan(self.server)
+
     async def _last_flush(self) -> None:
         with anyio.CancelScope(shield=True):
             await self.audit.flush_all()
@@ -260,13 +265,12 @@ class Proxy:
         await self.audit.event(kind, payload)
 
     async def _on_child_log(self, downstream: Downstream, params: types.LoggingMessageNotificationParams) -> None:
-        ctx = self.active.get(downstream.name)
-        session = ctx.session if ctx else self.host
+        call, session = self.active.get(downstream.name), self.host
         if session is None or params.level not in (self.log_levels() or LEVELS):
             return
         try:
             await session.send_log_message(
-                params.level, params.data, params.logger, related_request_id=ctx.request_id if ctx else None
+                params.level, params.data, params.logger, related_request_id=call.request_id if call else None
             )
         except Exception:  # the host may be gone; a log line is not worth failing for
             log.debug("could not forward a log message from %s", downstream.name, exc_info=True)
@@ -308,21 +312,23 @@ class Proxy:
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | ToolAnswer:
-        arguments = (ctx.params or {}).get("arguments")  # the parsed wire object: no coercion
+        return await self.call(host_call(ctx), params.name)
+
+    async def call(self, call: HostCall, name: str) -> types.CallToolResult | ToolAnswer:
+        """A ``tools/call`` whose params passed the surface check (``call.params`` is the wire object)."""
+        arguments = call.params.get("arguments")  # the parsed wire object: no coercion
         try:
-            return await self._call_tool(ctx, params.name, arguments)
+            return await self._call_tool(call, name, arguments)
         except MCPError:
             raise
         except DatabaseUnreachable as exc:  # a team's database server went away: say so, no traceback
-            log.warning("tools/call %s: %s", cut(params.name), exc)
+            log.warning("tools/call %s: %s", cut(name), exc)
             return unreachable(exc)
         except Exception:
-            log.exception("tools/call %s failed", cut(params.name))
-            return tool_error(f"Gatekeeper hit an internal error handling {params.name!r}; details are in its log.")
+            log.exception("tools/call %s failed", cut(name))
+            return tool_error(f"Gatekeeper hit an internal error handling {name!r}; details are in its log.")
 
-    async def _call_tool(
-        self, ctx: ServerRequestContext[Any], name: str, arguments: Any
-    ) -> types.CallToolResult | ToolAnswer:
+    async def _call_tool(self, call: HostCall, name: str, arguments: Any) -> types.CallToolResult | ToolAnswer:
         if name == RESERVED_TOOL:
             return await proposal_status(self.proposer.database, arguments)
         route = self.catalog.route(name)
@@ -349,25 +355,22 @@ class Proxy:
         if state == "unlisted":
             return tool_error(f"Downstream server {route.server!r} does not offer a tool named {route.tool!r}.")
         if route.rule.action == "propose":
-            return await self.proposer.propose(host_call(ctx), route, arguments)
-        return await self._forward(ctx, downstream, route, arguments)
+            return await self.proposer.propose(call, route, arguments)
+        return await self._forward(call, downstream, route, arguments)
 
     async def _forward(
-        self, ctx: ServerRequestContext[Any], downstream: Downstream, route: Route, arguments: Any
+        self, call: HostCall, downstream: Downstream, route: Route, arguments: Any
     ) -> types.CallToolResult | ToolAnswer:
-        meta = {k: v for k, v in (ctx.meta or {}).items() if not k.startswith(_HOST_META) and k != "progress_token"}
+        meta = {k: v for k, v in call.meta.items() if not k.startswith(_HOST_META) and k not in _PROGRESS_KEYS}
 
-        async def progress(progress: float, total: float | None, message: str | None) -> None:
-            await ctx.session.report_progress(progress, total, message)
-
-        self.active[route.server] = ctx
+        self.active[route.server] = call
         try:
             result = await downstream.call(
                 lambda c: c.session.call_tool(
                     route.tool,
                     arguments,
                     meta=cast(RequestParamsMeta, meta) if meta else None,
-                    progress_callback=progress,
+                    progress_callback=cast(Any, call.report),
                 )
             )
         except DownstreamGone as exc:
@@ -375,7 +378,7 @@ class Proxy:
         except DownstreamUnavailable as exc:
             return tool_error(str(exc))
         finally:
-            if self.active.get(route.server) is ctx:
+            if self.active.get(route.server) is call:
                 del self.active[route.server]
         return strip_stamp(result)
 

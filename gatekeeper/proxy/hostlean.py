@@ -1,0 +1,287 @@
+"""The host side without the SDK's ``Server`` (``GATEKEEPER_PROXY_HOST=lean``): issue 12, step 3, first wiring.
+
+Why: the SDK server costs ~1 s of start-up and ~40 MiB, and every host line a pydantic round trip.
+Here a host line goes: ``hostio`` (queued lines) -> ``wireparse`` (orjson; the SDK's parser only
+for a line it is unsure of) -> ``hostera.Connection`` (era lock, envelope rungs, handshake gate)
+-> ``hostrpc.HostRpc`` (a task per request, cancellation) -> the ``Proxy``'s own handlers -> a
+result shaped per era (``hostera.shape_result``) -> ``HostOut``, the one writer of stdout.
+
+The fast path (``proxy/fastpath.py``) still takes its lines first, as on the SDK host; a
+``LeanSession`` stands in for the SDK's session where ``Proxy`` and the fast path read it. Not yet
+here: own params checks (the SDK's surface models check them, imported on the first request),
+stdio that is a regular file (the SDK host serves it), and dropping the SDK imports of run.py
+and server.py, without which start-up costs what it did.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any, Final, cast
+
+import anyio
+import orjson
+
+from gatekeeper.proxy import mcpwire as w
+from gatekeeper.proxy import wireparse
+from gatekeeper.proxy.hostcall import HostCall
+from gatekeeper.proxy.hostera import Connection, Rejection, discover_result, initialize_result, shape_result
+from gatekeeper.proxy.hostio import HostIn, HostOut, lean_stdio
+from gatekeeper.proxy.hostrpc import HostRpc, Message, Request, RpcError, correlation_key, valid_id
+
+if TYPE_CHECKING:
+    from gatekeeper.proxy.server import Proxy
+
+log = logging.getLogger("gatekeeper.proxy.hostlean")
+
+
+def encode(message: Message) -> bytes:
+    """One line for the host. orjson first; values it cannot write (integers beyond 64 bits, which
+    the oracle keeps exact) go through ``json``, as the SDK's dump writes them."""
+    try:
+        return orjson.dumps(message) + b"\n"
+    except TypeError:  # orjson.JSONEncodeError is one
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+LISTENED: Final = {
+    "ToolsListChanged": ("toolsListChanged", "notifications/tools/list_changed"),
+    "ResourcesListChanged": ("resourcesListChanged", "notifications/resources/list_changed"),
+    "PromptsListChanged": ("promptsListChanged", "notifications/prompts/list_changed"),
+}
+"""The proxy's bus events (``Proxy.bus``): the listen filter key that asks for each, and its notification."""
+
+
+def notice(method: str, params: Message | None = None) -> Message:
+    message: Message = {"jsonrpc": w.JSONRPC_VERSION, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+class LeanSession:
+    """What ``Proxy`` asks of ``proxy.host`` (the SDK's ``ServerSession`` on the SDK host): the era,
+    whether the handshake is done, list_changed and log lines for a handshake-era host."""
+
+    def __init__(self, host: LeanHost) -> None:
+        self._host = host
+
+    @property
+    def protocol_version(self) -> str:
+        connection = self._host.connection
+        return w.LATEST_MODERN_VERSION if connection.modern else connection.version
+
+    @property
+    def client_params(self) -> Any:
+        return self._host.client_info if self._host.connection.ready else None
+
+    async def send_tool_list_changed(self) -> None:
+        await self._host.send(notice("notifications/tools/list_changed"))
+
+    async def send_resource_list_changed(self) -> None:
+        await self._host.send(notice("notifications/resources/list_changed"))
+
+    async def send_prompt_list_changed(self) -> None:
+        await self._host.send(notice("notifications/prompts/list_changed"))
+
+    async def send_log_message(self, level: str, data: Any, logger: str | None, related_request_id: Any) -> None:
+        """A child's log line: a handshake-era host gets each; on 2026-07-28 only the request it is
+        related to, if that request opted in to its level (``_meta`` logLevel)."""
+        if self._host.connection.modern and level not in self._host.opted_in(related_request_id):
+            return
+        params: Message = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        await self._host.send(notice("notifications/message", params))
+
+
+def rejected(rejection: Rejection) -> RpcError:
+    return RpcError(rejection.code, rejection.message, rejection.data)
+
+
+def check_params(method: str, version: str, params: Message | None) -> None:
+    """The SDK's surface check of a request's params, with the SDK server's -32602/-32601 answers.
+
+    Lazily imported: the SDK's models are what today's refusal texts come from."""
+    from mcp_types.methods import validate_client_request
+    from pydantic import ValidationError
+
+    try:
+        validate_client_request(method, version, params)
+    except KeyError:
+        raise RpcError(w.METHOD_NOT_FOUND, "Method not found", method) from None
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors())
+        raise RpcError(w.INVALID_PARAMS, f"invalid params for {method}: {problems}") from None
+
+
+def dumped(result: Any) -> Message:
+    """A handler's answer as a wire dict (the SDK runner's ``_dump_result``)."""
+    if result is None:
+        return {}
+    if isinstance(result, dict):
+        return dict(result)
+    return cast(Message, result.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+
+class LeanHost:
+    """One host connection served by our own dispatcher, in front of ``proxy``'s handlers."""
+
+    def __init__(self, proxy: Proxy, out: HostOut) -> None:
+        self.proxy, self.out = proxy, out
+        self.connection = Connection()
+        self.client_info: Any = None  # from initialize (a handshake-era host); never trusted
+        self.client_capabilities: Any = None
+        self.rpc = HostRpc(self.send, self.on_request, self.on_notify)
+        proxy.host = LeanSession(self)
+
+    async def send(self, message: Message) -> None:
+        self.out.write(encode(message))
+        await self.out.drain()
+
+    def opted_in(self, request_id: Any) -> tuple[str, ...]:
+        """The log levels an in-flight 2026-07-28 request asked for (none: it asked for none, or is over)."""
+        flight = self.rpc.in_flight.get(correlation_key(request_id)) if valid_id(request_id) else None
+        meta = (flight.request.params or {}).get("_meta") if flight is not None else None
+        asked = meta.get(w.LOG_LEVEL_META_KEY) if isinstance(meta, dict) else None
+        return w.LEVELS[w.LEVELS.index(asked) :] if asked in w.LEVELS else ()
+
+    async def serve(self, host_in: HostIn) -> None:
+        """Until the end of input; what is in flight then is answered -32000 (``HostRpc``)."""
+        await self.rpc.serve(self.messages(host_in))
+
+    async def messages(self, host_in: HostIn) -> AsyncIterator[Message]:
+        """The host's messages in order; a line refused on reading is answered and recorded here."""
+        while (item := await host_in.take()) is not None:
+            line, size = item
+            if not line.strip():
+                continue  # a blank line is framing, not a message
+            outcome = wireparse.parse(line, size=len(line) if size is None else size, limit=host_in.limit)
+            if isinstance(outcome, dict):
+                yield outcome
+                continue
+            log.warning("refused a message from the host: %s (%d bytes)", outcome.reason, outcome.size)
+            await self.send(outcome.response().message.model_dump(by_alias=True, exclude_unset=True))
+            try:
+                await self.proxy.wire_refused(outcome.payload())
+            except Exception:
+                log.exception("could not report a refused message")
+
+    async def on_notify(self, method: str, params: Message | None) -> None:
+        self.connection.notified(method)
+
+    async def on_request(self, request: Request) -> Message:
+        """Route, check, gate, answer, shape: the order the SDK server refuses in."""
+        method, params = request.method, request.params
+        version = self.connection.route(method, params)
+        if isinstance(version, Rejection):
+            raise rejected(version)
+        self.proxy.host_era.heard(version, True)
+        check_params(method, version, params)
+        gate = self.connection.gate(method)
+        if gate is not None:
+            raise rejected(gate)
+        from mcp import MCPError  # lazily: handlers still raise the SDK's error
+
+        try:
+            result = await self.answer(request, version)
+        except MCPError as exc:
+            raise RpcError(exc.code, exc.message, exc.data) from None
+        return shape_result(method, version, result)
+
+    async def answer(self, request: Request, version: str) -> Message:
+        """The unshaped result of a checked request."""
+        method, params = request.method, request.params or {}
+        proxy = self.proxy
+        if method == "initialize":
+            self.client_info, self.client_capabilities = params.get("clientInfo"), params.get("capabilities")
+            result = initialize_result(params["protocolVersion"], completions=True)
+            await proxy.completions.advertise(result)
+            self.connection.initialized(params["protocolVersion"])
+            return result
+        if method == "server/discover":
+            result = discover_result(completions=True)
+            await proxy.completions.advertise(result)
+            return result
+        if method == "ping":
+            return {}
+        if method == "logging/setLevel":
+            proxy.log_level = params["level"]
+            return {}
+        if method == "tools/list":
+            return await proxy.listing.list_tools(cast(Any, None), None)
+        if method == "subscriptions/listen":
+            return await self.listen(request)
+        if method == "tools/call":
+            return dumped(await proxy.call(self.host_call(request, version), params["name"]))
+        return dumped(await self.passthrough(method, params))
+
+    async def listen(self, request: Request) -> Message:
+        """A 2026-07-28 listen stream: acknowledged, then the asked-for list changes, until cancelled."""
+        asked = (request.params or {}).get("notifications")
+        wanted = {key: True for key, _ in LISTENED.values() if isinstance(asked, dict) and asked.get(key) is True}
+        tag = {w.SUBSCRIPTION_ID_META_KEY: request.id}
+        events_in, events_out = anyio.create_memory_object_stream[str](64)
+
+        def heard(event: Any) -> None:
+            with suppress(anyio.WouldBlock):  # 64 changes unread: the host will list again anyway
+                events_in.send_nowait(type(event).__name__)
+
+        unsubscribe = self.proxy.bus.subscribe(heard)
+        try:
+            await self.send(notice("notifications/subscriptions/acknowledged", {"notifications": wanted, "_meta": tag}))
+            async for name in events_out:
+                key, method = LISTENED.get(name, ("", ""))
+                if key in wanted:
+                    await self.send(notice(method, {"_meta": tag}))
+        finally:
+            unsubscribe()
+            events_in.close()
+        return {}
+
+    async def passthrough(self, method: str, params: Message) -> Any:
+        """Resources, prompts and completion: today's handlers, fed the SDK's typed params."""
+        from mcp import types
+
+        through = self.proxy.passthrough
+        kinds: dict[str, tuple[Any, Any]] = {
+            "resources/list": (through.list_resources, types.PaginatedRequestParams),
+            "resources/templates/list": (through.list_resource_templates, types.PaginatedRequestParams),
+            "resources/read": (through.read_resource, types.ReadResourceRequestParams),
+            "prompts/list": (through.list_prompts, types.PaginatedRequestParams),
+            "prompts/get": (through.get_prompt, types.GetPromptRequestParams),
+            "completion/complete": (self.proxy.completions.complete, types.CompleteRequestParams),
+        }
+        handler, model = kinds[method]
+        return await handler(None, model.model_validate(params))
+
+    def host_call(self, request: Request, version: str) -> HostCall:
+        """What the domain reads of this request; who asked comes from the envelope or ``initialize``."""
+        params = request.params or {}
+        found = params.get("_meta")
+        meta: Message = found if isinstance(found, dict) else {}
+        info, caps = self.client_info, self.client_capabilities
+        if self.connection.modern:
+            info, caps = meta.get(w.CLIENT_INFO_META_KEY), meta.get(w.CLIENT_CAPABILITIES_META_KEY)
+        return HostCall(
+            protocol_version=version,
+            client_info=info if isinstance(info, dict) else None,
+            client_capabilities=caps if isinstance(caps, dict) else None,
+            params=dict(params),
+            meta=dict(meta),
+            request_id=request.id,
+            report=request.progress,
+        )
+
+
+async def serve_lean(proxy: Proxy) -> None:
+    """Serve the host on stdio until its input ends; then the children end (the proxy's lifespan)."""
+    logging.getLogger("gatekeeper.proxy").info("host side: lean (GATEKEEPER_PROXY_HOST=lean)")
+    async with lean_stdio(proxy.wire_refused, proxy.line_limit(), proxy.fast.host_line) as (host_in, out):
+        proxy.fast.attach(out)
+        sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)
+        async with proxy.lifespan():
+            await LeanHost(proxy, out).serve(host_in)
