@@ -175,10 +175,11 @@ class Downstream:
             self._settle()  # waiters learn the failure; a start requested after a clean run waits on
 
     def _client(self, params: StdioServerParameters | None, errlog: TextIO, mode: str) -> Any:
-        """The SDK's ``Client``; for a stdio child under ``GATEKEEPER_PROXY=lean`` our own (proxy/leanclient.py)."""
+        """Our own client for a stdio child (proxy/leanclient.py; ``GATEKEEPER_PROXY=sdk``: the SDK's
+        ``Client`` instead, a fallback only until it is deleted); the SDK's for a url server."""
         calls: dict[str, Any] = {"message_handler": self._message, "logging_callback": self._log}
         calls["list_roots_callback"] = self._roots
-        if params is not None and os.environ.get("GATEKEEPER_PROXY", "sdk") == "lean":
+        if params is not None and os.environ.get("GATEKEEPER_PROXY", "lean") != "sdk":
             from gatekeeper.proxy.leanclient import lean_client
 
             return lean_client(self._transport(params, errlog, mode, lean=True), mode, self.name, self.carrier, **calls)
