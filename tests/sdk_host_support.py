@@ -26,6 +26,7 @@ from gatekeeper.home import Home
 from gatekeeper.policy.loader import load_policy
 from gatekeeper.proxy import completion
 from gatekeeper.proxy.run import expected_warnings
+from gatekeeper.proxy.sdkhost import SdkHost
 from gatekeeper.proxy.server import Proxy
 from tests.host_contract_support import ENVELOPE, POLICY
 from tests.proxy_support import REPO
@@ -93,10 +94,11 @@ def ask_gatekeepers_server(tmp: Path, home: Home, messages: list[Message]) -> tu
         with warnings.catch_warnings():
             expected_warnings()  # as the proxy's own start-up does
             proxy = Proxy(policy, home)
-        proxy.server.lifespan = no_lifespan
+            host = SdkHost(proxy)
+        host.server.lifespan = no_lifespan
         wait, completion.CAPABILITY_WAIT = completion.CAPABILITY_WAIT, 0.0
         try:
-            return await conversation(proxy.server, messages, proxy.initialization_options()), proxy.server
+            return await conversation(host.server, messages, host.initialization_options()), host.server
         finally:
             completion.CAPABILITY_WAIT = wait
             proxy.store.close()

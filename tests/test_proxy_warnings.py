@@ -21,7 +21,8 @@ def test_only_the_logging_deprecation_from_the_proxy_server_is_silenced() -> Non
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         expected_warnings()
-        _warn(LOGGING, MCPDeprecationWarning, "gatekeeper.proxy.server")  # the one meant
+        _warn(LOGGING, MCPDeprecationWarning, "gatekeeper.proxy.server")  # the one meant: forwarding logs
+        _warn(LOGGING, MCPDeprecationWarning, "gatekeeper.proxy.sdkhost")  # and building the SDK server
         _warn(ROOTS, MCPDeprecationWarning, "gatekeeper.proxy.server")  # another deprecated API
         _warn(LOGGING, MCPDeprecationWarning, "gatekeeper.proxy.serverless")  # another module
         _warn(LOGGING, MCPDeprecationWarning, "gatekeeper.review.app")

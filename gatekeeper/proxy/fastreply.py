@@ -20,6 +20,7 @@ import orjson
 
 from gatekeeper.proxy import eras
 from gatekeeper.proxy.carrier import RESEND, TIMEOUT, Trouble
+from gatekeeper.proxy.hostera import server_info
 from gatekeeper.proxy.mcpwire import INTERNAL_ERROR, SERVER_INFO_META_KEY, tool_error
 from gatekeeper.proxy.wireparse import BIG_NUMBER
 
@@ -146,7 +147,7 @@ class Replies:
             message = json.loads(line)
         message["id"] = call.host_id
         result = message.get("result")
-        if isinstance(result, dict) and not eras.restamp(call.method, result, self.proxy.server.server_info_stamp):
+        if isinstance(result, dict) and not eras.restamp(call.method, result, server_info()):
             self._not_complete(call, result.get("resultType"))
             return
         self._write(message)

@@ -48,11 +48,11 @@ def encode(message: Message) -> bytes:
 
 
 LISTENED: Final = {
-    "ToolsListChanged": ("toolsListChanged", "notifications/tools/list_changed"),
-    "ResourcesListChanged": ("resourcesListChanged", "notifications/resources/list_changed"),
-    "PromptsListChanged": ("promptsListChanged", "notifications/prompts/list_changed"),
+    "tools": ("toolsListChanged", "notifications/tools/list_changed"),
+    "resources": ("resourcesListChanged", "notifications/resources/list_changed"),
+    "prompts": ("promptsListChanged", "notifications/prompts/list_changed"),
 }
-"""The proxy's bus events (``Proxy.bus``): the listen filter key that asks for each, and its notification."""
+"""The proxy's list changes (``Proxy.bus``): the listen filter key that asks for each, and its notification."""
 
 
 def notice(method: str, params: Message | None = None) -> Message:
@@ -226,9 +226,9 @@ class LeanHost:
         tag = {w.SUBSCRIPTION_ID_META_KEY: request.id}
         events_in, events_out = anyio.create_memory_object_stream[str](64)
 
-        def heard(event: Any) -> None:
+        def heard(what: str) -> None:
             with suppress(anyio.WouldBlock):  # 64 changes unread: the host will list again anyway
-                events_in.send_nowait(type(event).__name__)
+                events_in.send_nowait(what)
 
         unsubscribe = self.proxy.bus.subscribe(heard)
         try:

@@ -17,7 +17,6 @@ import warnings
 from typing import TYPE_CHECKING
 
 import anyio
-from mcp.shared.exceptions import MCPDeprecationWarning
 
 from gatekeeper.home import Home
 from gatekeeper.policy import Policy
@@ -45,22 +44,23 @@ def expected_warnings() -> None:
 
     Forwarding a child's log lines to the host needs ``send_log_message``, which the SDK marks
     deprecated (logging is gone from 2026-07-28): a warning per process in the host's log would
-    say nothing the user can act on. Any other warning still reaches stderr.
+    say nothing the user can act on. Any other warning still reaches stderr. Only the SDK host side
+    needs it, so the SDK is imported here, not at start-up.
     """
+    from mcp.shared.exceptions import MCPDeprecationWarning
+
     warnings.filterwarnings(
         "ignore",
         message=r"The logging capability is deprecated",
         category=MCPDeprecationWarning,
-        module=r"gatekeeper\.proxy\.server\Z",
+        module=r"gatekeeper\.proxy\.(server|sdkhost)\Z",
     )
 
 
 def serve_stdio(policy: Policy, home: Home, *, mode: str = "match") -> None:
-    from gatekeeper.proxy.hostio import host_stdio
     from gatekeeper.proxy.server import Proxy
 
     _logging(home)
-    expected_warnings()
 
     async def main() -> None:
         loop = type(asyncio.get_running_loop())
@@ -73,11 +73,10 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "match") -> None:
 
                 await serve_lean(proxy)
             else:
-                async with host_stdio(proxy.wire_refused, proxy.line_limit(), proxy.fast.host_line) as (r, w, out):
-                    proxy.fast.attach(out)
-                    sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)
-                    # Returns at stdin EOF; leaving its lifespan ends the children (proxy/child.py).
-                    await proxy.server.run(r, w, proxy.initialization_options())
+                from gatekeeper.proxy.sdkhost import serve_sdk
+
+                expected_warnings()
+                await serve_sdk(proxy)
             tg.cancel_scope.cancel()
 
     anyio.run(main, backend_options=loop_options())

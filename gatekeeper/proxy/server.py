@@ -10,23 +10,14 @@ errors with a plain message; details go to the log on stderr, never to stdout.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import anyio
 from mcp import MCPError, types
-from mcp.server import NotificationOptions, Server, ServerRequestContext
-from mcp.server.subscriptions import (
-    InMemorySubscriptionBus,
-    ListenHandler,
-    PromptsListChanged,
-    ResourcesListChanged,
-    ToolsListChanged,
-)
 from mcp.types import RequestParamsMeta
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import ValidationError
 
 from gatekeeper import __version__
 from gatekeeper.canonical import new_id
@@ -41,6 +32,7 @@ from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUn
 from gatekeeper.proxy.eras import ChildView
 from gatekeeper.proxy.fastpath import FastPath
 from gatekeeper.proxy.hostcall import HostCall
+from gatekeeper.proxy.listchanges import Changed, ListChanges
 from gatekeeper.proxy.listing import ToolListing
 from gatekeeper.proxy.mcpwire import LEVELS, ToolAnswer, tool_error
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
@@ -56,7 +48,9 @@ _PROGRESS_KEYS = frozenset({"progress_token", "progressToken"})  # the SDK's con
 
 
 class Proxy:
-    """One host connection: the SDK server, its downstream servers, and the routing between them."""
+    """One host connection: its downstream servers, and the routing between them and the store.
+
+    A host side (proxy/hostlean.py, or proxy/sdkhost.py on the SDK's server) calls its handlers."""
 
     def __init__(self, policy: Policy, home: Home, *, mode: str = MATCH) -> None:
         self.policy = policy
@@ -66,7 +60,7 @@ class Proxy:
         self.store = home.store()
         self.audit = Audit(self.store, self.actor)
         self.catalog = Catalog(policy)
-        self.bus = InMemorySubscriptionBus()
+        self.bus = ListChanges()  # what a 2026 host's listen streams hear (proxy/listchanges.py)
         self.host: Any = None  # the host's ServerSession, captured by the middleware
         self.host_era = HostEra()  # what children in "match" mode wait for (proxy/childera.py)
         self.active: dict[str, HostCall] = {}  # server -> latest in-flight call (for logs)
@@ -86,28 +80,6 @@ class Proxy:
         self.passthrough = Passthrough(policy, self.downstreams)
         self.completions = Completions(self.passthrough, self.downstreams, self.audit)
         self.proposer = Proposer(policy, home, self.audit, self.session_id)
-        self.server: Server[Any] = Server(
-            "gatekeeper",
-            version=__version__,
-            instructions=(
-                "Gatekeeper guards writes: tools marked [Gatekeeper] only propose a file, which a person "
-                "approves or rejects on the review page. Use gatekeeper_proposal_status to follow one."
-            ),
-            lifespan=self._lifespan,
-            # These two answer plain wire dicts, which the SDK server takes and sieves per era like
-            # a model (its runner's _dump_result); its annotations name only the models.
-            on_list_tools=cast(Any, self.listing.list_tools),
-            on_call_tool=cast(Any, self.call_tool),
-            on_subscriptions_listen=ListenHandler(self.bus),
-            on_list_resources=self.passthrough.list_resources,
-            on_list_resource_templates=self.passthrough.list_resource_templates,
-            on_read_resource=self.passthrough.read_resource,
-            on_list_prompts=self.passthrough.list_prompts,
-            on_get_prompt=self.passthrough.get_prompt,
-            on_completion=self.completions.complete,
-            on_set_logging_level=self._set_log_level,
-        )
-        self.server.middleware.append(self._middleware)
         self.fast = FastPath(self)
         self._views: dict[str, ChildView] = {}  # server -> its live client's view
         self.log_level: str | None = None  # set by a 2025 host's logging/setLevel; None: every line
@@ -175,12 +147,6 @@ class Proxy:
             self._views[downstream.name] = view
         return view if view.usable else None
 
-    async def _set_log_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
-        """A 2025 host's ``logging/setLevel``: lines below it are no longer forwarded, and fast calls
-        ask 2026 children for no more than it (``eras.ask_for``)."""
-        self.log_level = params.level
-        return types.EmptyResult()
-
     def log_levels(self) -> frozenset[str] | None:
         """What a 2025 host lets through (None: it set no level, so every line)."""
         return eras.at_or_above(self.log_level)
@@ -189,23 +155,15 @@ class Proxy:
         """The protocol revision of the host's connection, once the SDK server has seen a request."""
         return None if self.host is None else cast(str, self.host.protocol_version)
 
-    def initialization_options(self) -> Any:
-        return self.server.create_initialization_options(
-            NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True)
-        )
-
     # -- plumbing ------------------------------------------------------------------------------
-
-    def lifespan(self) -> Any:
-        """Children, audit flushing and their orderly end: what a host side without the SDK server enters."""
-        return self._lifespan(self.server)
 
     async def _last_flush(self) -> None:
         with anyio.CancelScope(shield=True):
             await self.audit.flush_all()
 
     @asynccontextmanager
-    async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+    async def lifespan(self) -> AsyncIterator[None]:
+        """Children, audit flushing and their orderly end: what either host side runs inside."""
         async with anyio.create_task_group() as tg:
             for downstream in self.downstreams.values():
                 tg.start_soon(self.host_era.supervise, downstream)
@@ -215,7 +173,7 @@ class Proxy:
                 {"servers": sorted(self.downstreams), "policy_digest": self.policy.digest, "version": __version__},
             )
             try:
-                yield {}
+                yield
             finally:
                 async with anyio.create_task_group() as ending:
                     ending.start_soon(self._last_flush)  # alongside the children's ending, not after it
@@ -223,28 +181,6 @@ class Proxy:
                         await downstream.close()
                 tg.cancel_scope.cancel()
         self.store.close()
-
-    async def _middleware(self, ctx: ServerRequestContext[Any], call_next: Callable[..., Awaitable[Any]]) -> Any:
-        """Remember the host session, and its era from its first request (proxy/childera.py); say whether
-        completions are offered (initialize, server/discover);
-        turn an unexpected exception into a plain error, logged in full."""
-        self.host = ctx.session
-        self.host_era.heard(ctx.protocol_version, ctx.request_id is not None)
-        try:
-            result = await call_next(ctx)
-            if ctx.method in ("initialize", "server/discover"):
-                await self.completions.advertise(result)
-            return result
-        except MCPError:
-            raise
-        except ValidationError as exc:  # the host sent params of the wrong shape
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors())
-            raise MCPError(types.INVALID_PARAMS, f"invalid params for {ctx.method}: {problems}") from None
-        except Exception as exc:
-            log.error("%s failed", ctx.method, exc_info=exc)
-            raise MCPError(
-                types.INTERNAL_ERROR, f"Gatekeeper internal error in {ctx.method}; details are in its log"
-            ) from None
 
     async def wire_refused(self, payload: dict[str, Any]) -> None:
         """A host message refused before the SDK saw it (proxy/wire.py has answered it already)."""
@@ -290,14 +226,9 @@ class Proxy:
         except Exception:
             log.warning("could not handle %s from %s", type(message).__name__, downstream.name, exc_info=True)
 
-    async def _notify_host(self, what: str) -> None:
+    async def _notify_host(self, what: Changed) -> None:
         """2026 hosts hear it on their listen stream; 2025 hosts get the plain notification."""
-        changed: dict[str, type[ToolsListChanged | ResourcesListChanged | PromptsListChanged]] = {
-            "tools": ToolsListChanged,
-            "resources": ResourcesListChanged,
-            "prompts": PromptsListChanged,
-        }
-        await self.bus.publish(changed[what]())
+        await self.bus.publish(what)
         host = self.host
         if host is not None and host.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             send = {
@@ -308,11 +239,6 @@ class Proxy:
             await send()
 
     # -- tools -----------------------------------------------------------------------------------
-
-    async def call_tool(
-        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | ToolAnswer:
-        return await self.call(host_call(ctx), params.name)
 
     async def call(self, call: HostCall, name: str) -> types.CallToolResult | ToolAnswer:
         """A ``tools/call`` whose params passed the surface check (``call.params`` is the wire object)."""
@@ -381,19 +307,3 @@ class Proxy:
             if self.active.get(route.server) is call:
                 del self.active[route.server]
         return strip_stamp(result)
-
-
-def host_call(ctx: ServerRequestContext[Any]) -> HostCall:
-    """What the domain reads of a host's request (proxy/hostcall.py), taken from the SDK's context."""
-    session = ctx.session
-    info = session.client_params.client_info if session.client_params else None
-    caps = session.client_capabilities
-    return HostCall(
-        protocol_version=ctx.protocol_version,
-        client_info=None if info is None else info.model_dump(mode="json", by_alias=True, exclude_none=True),
-        client_capabilities=None if caps is None else caps.model_dump(mode="json", by_alias=True, exclude_none=True),
-        params=dict(ctx.params or {}),
-        meta=dict(ctx.meta or {}),
-        request_id=ctx.request_id,
-        report=session.report_progress,
-    )
