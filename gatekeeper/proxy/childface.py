@@ -2,8 +2,8 @@
 
 Listing, passthrough, completion and the proxy's tools/call ask a server through this and
 nothing else, so none of them needs the SDK's models (issue 12). Our own client
-(proxy/leanclient.py) gives it for stdio children; a thin adaptor over the SDK's ``Client``
-(proxy/remote.py, loaded only when the policy has a url server) for url servers. An error
+(proxy/stdioclient.py) gives it for stdio children; a thin adaptor over the SDK's ``Client``
+(proxy/sdkclient.py, loaded only when the policy has a url server) for url servers. An error
 answer, or the end of the connection (-32000 "Connection closed"), is an ``RpcError``.
 """
 

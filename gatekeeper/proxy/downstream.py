@@ -1,11 +1,10 @@
 """One downstream MCP server: started by the policy, supervised, restarted with backoff.
 
-A client must be entered and left in one task, so each server gets a supervisor task that owns
-it; calls borrow the live client, through the one face every caller uses (proxy/childface.py):
-our own client for a stdio child (proxy/leanclient.py), the SDK's behind an adaptor for a url
-server (proxy/sdkclient.py). A child that dies mid-call surfaces as
-``DownstreamGone``; the next call starts it again (bounded backoff). The proxy never exits
-because a child did. The child's stderr goes to ``<home>/logs/<server>.log``, never to our stdout.
+A client is entered and left in one task, so each server gets a supervisor task that owns it;
+calls borrow the live client through one face (proxy/childface.py): our own for a stdio child
+(proxy/stdioclient.py), the SDK's behind an adaptor for a url server (proxy/sdkclient.py). A child
+that dies mid-call surfaces as ``DownstreamGone``; the next call starts it again (bounded backoff).
+The proxy never exits because a child did. Its stderr goes to ``<home>/logs/<server>.log``.
 
 A ``url`` server is connected to instead of started (proxy/remote.py): the same supervision,
 its calls bounded by the policy's timeout, a session the server forgot replaced once.
@@ -26,14 +25,13 @@ from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 import anyio
-from mcp import StdioServerParameters
 
 from gatekeeper.policy import Server
 from gatekeeper.policy.commands import executable
 from gatekeeper.proxy import early
 from gatekeeper.proxy.addresses import AddressRefused
 from gatekeeper.proxy.carrier import Carrier
-from gatekeeper.proxy.child import ChildPipe, child_environment, child_process, child_stdio
+from gatekeeper.proxy.child import ChildCommand, ChildPipe, child_environment, child_process
 from gatekeeper.proxy.childface import ChildClient, Json, Progress, RpcError
 from gatekeeper.proxy.mcpwire import CONNECTION_CLOSED, MODERN_PROTOCOL_VERSIONS
 from gatekeeper.store import events as ev
@@ -147,7 +145,7 @@ class Downstream:
         self._gone = anyio.Event()
         params = None
         if not self.config.is_remote:
-            params = StdioServerParameters(
+            params = ChildCommand(
                 command=executable(self.config),
                 args=list(self.config.args),
                 env=dict(self.config.env),
@@ -176,29 +174,23 @@ class Downstream:
         if not started:
             self._settle()  # waiters learn the failure; a start requested after a clean run waits on
 
-    def _client(self, params: StdioServerParameters | None, errlog: TextIO, mode: str) -> Any:
-        """Our own client for a stdio child (``GATEKEEPER_PROXY=sdk``: the SDK's, a fallback only
-        until it is deleted); the SDK's ``Client`` behind its adaptor for a url server."""
-        if params is not None and os.environ.get("GATEKEEPER_PROXY", "lean") != "sdk":
-            from gatekeeper.proxy.leanclient import lean_client
+    def _client(self, params: ChildCommand | None, errlog: TextIO, mode: str) -> Any:
+        """Our own client for a stdio child (proxy/stdioclient.py); for a url server the SDK's
+        ``Client`` behind its adaptor (proxy/sdkclient.py, which loads the SDK: only then)."""
+        calls: dict[str, Any] = {"on_message": self._message, "on_log": self._log, "roots": self._roots}
+        if params is not None:
+            from gatekeeper.proxy.stdioclient import connect_child
 
-            child = self._transport(params, errlog, mode, lean=True)
-            return lean_client(
-                child, mode, self.name, self.carrier, on_message=self._message, on_log=self._log, roots=self._roots
-            )
+            return connect_child(self._child(params, errlog, mode), mode, self.name, self.carrier, **calls)
+        from gatekeeper.proxy import remote
         from gatekeeper.proxy.sdkclient import sdk_client
 
-        calls: dict[str, Any] = {"on_message": self._message, "on_trouble": self._trouble, "on_log": self._log}
-        return sdk_client(self._transport(params, errlog, mode), mode, roots=self._roots, **calls)
+        errlog.write(f"{_MARK} connecting to {self.name} ({mode}): {self.config.url}\n")
+        errlog.flush()
+        return sdk_client(remote.connect(self.name, self.config, errlog, carrier=self.carrier), mode, **calls)
 
-    def _transport(self, params: StdioServerParameters | None, errlog: TextIO, mode: str, lean: bool = False) -> Any:
-        """The transport streams of one life: a child on stdio, or an HTTP connection (proxy/remote.py)."""
-        if params is None:
-            from gatekeeper.proxy import remote
-
-            errlog.write(f"{_MARK} connecting to {self.name} ({mode}): {self.config.url}\n")
-            errlog.flush()
-            return remote.connect(self.name, self.config, errlog, carrier=self.carrier)
+    def _child(self, params: ChildCommand, errlog: TextIO, mode: str) -> Any:
+        """The child of one life: the one proxy/early.py started, on the first start, or a new one."""
         adopted = None
         if self._first:  # restarts and the legacy retry spawn anew
             self._first = False
@@ -208,10 +200,10 @@ class Downstream:
             errlog.write(f"{_MARK} starting {self.name} ({mode}): {self.config.command} {' '.join(self.config.args)}\n")
             errlog.flush()
         pipe = self.carrier if isinstance(self.carrier, ChildPipe) else None
-        return (child_process if lean else child_stdio)(params, errlog, pipe, adopted)
+        return child_process(params, errlog, pipe, adopted)
 
     async def _session(
-        self, params: StdioServerParameters | None, errlog: TextIO, mode: str, probe_error: str | None = None
+        self, params: ChildCommand | None, errlog: TextIO, mode: str, probe_error: str | None = None
     ) -> bool:
         """One life of the server: connect in ``mode``, serve until it is gone. True if it started."""
         started = False
@@ -394,13 +386,10 @@ class Downstream:
 
     # -- callbacks from the child ------------------------------------------------------------
 
-    async def _message(self, message: Json) -> None:
-        """A notification from the server (``{"method", "params"}``), for ``Proxy._on_child_message``."""
+    async def _message(self, message: Json | Exception) -> None:
+        """A notification (``{"method", "params"}``), or a url server's transport problem as the SDK
+        client reports it, for ``Proxy._on_child_message``."""
         await self._on_message(self, message)
-
-    async def _trouble(self, problem: Exception) -> None:
-        """A url server's transport problem, as the SDK client reports it."""
-        await self._on_message(self, problem)
 
     async def _log(self, params: Json) -> None:
         await self._on_log(self, params)

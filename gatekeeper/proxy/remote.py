@@ -1,7 +1,7 @@
 """The HTTP connection to a ``url`` server: one httpx2 client per connection, pinned and bounded.
 
-``connect`` gives ``Downstream`` the same kind of transport streams ``child_stdio`` gives for a
-child. On the way it reads the headers' secrets from the environment (never logged), resolves the
+``connect`` gives the SDK's ``Client`` (behind proxy/sdkclient.py's adaptor) its transport
+streams. On the way it reads the headers' secrets from the environment (never logged), resolves the
 host once and checks the addresses (``proxy/addresses.py``), and connects only to the address it
 checked, TLS still verifying the URL's host name. ``GuardedTransport`` turns what the SDK would
 either crash on or report vaguely (a refused connection, a timeout, an HTML page, a ``5xx``, a

@@ -18,8 +18,7 @@ from mcp import Client, MCPError
 
 from gatekeeper.proxy.childface import Json, Progress, RpcError
 
-OnMessage = Callable[[Json], Awaitable[None]]
-OnTrouble = Callable[[Exception], Awaitable[None]]
+OnMessage = Callable[[Json | Exception], Awaitable[None]]
 OnLog = Callable[[Json], Awaitable[None]]
 Roots = Callable[[], Awaitable[Json]]
 
@@ -95,14 +94,15 @@ class SdkClient:
 
 @asynccontextmanager
 async def sdk_client(
-    transport: Any, mode: str, *, on_message: OnMessage, on_trouble: OnTrouble, on_log: OnLog, roots: Roots
+    transport: Any, mode: str, *, on_message: OnMessage, on_log: OnLog, roots: Roots
 ) -> AsyncIterator[SdkClient]:
     """The SDK's ``Client`` over ``transport`` (proxy/remote.py's ``connect``) in ``mode``, its
-    callbacks given dicts: notifications as ``{"method", "params"}``, log params, a roots answer."""
+    callbacks given dicts: notifications as ``{"method", "params"}`` (a transport problem as the
+    exception), log params, a roots answer."""
 
     async def message(item: Any) -> None:
         if isinstance(item, Exception):
-            await on_trouble(item)
+            await on_message(item)
         elif isinstance(method := getattr(item, "method", None), str):
             params = getattr(item, "params", None)
             await on_message({"method": method, "params": {} if params is None else _dump(params)})

@@ -1,4 +1,4 @@
-"""Our own client toward a stdio child (proxy/childrpc.py, negotiate.py), as proxy/childface.py's face.
+"""The proxy's client toward a stdio child (proxy/childrpc.py, negotiate.py), as proxy/childface.py's face.
 
 Why not the SDK's ``Client``: importing it costs ~1 s and ~40 MiB before the proxy can talk to a
 child, and it parses every line into pydantic models and validates every result, which the host
@@ -50,7 +50,7 @@ INPUT_REQUIRED = (  # the SDK client's refusal of a call that asks for input, in
 )
 
 
-class LeanClient:
+class StdioClient:
     """One life of a stdio child's connection, after its handshake (``ChildClient``)."""
 
     def __init__(self, rpc: ChildSession, negotiated: Negotiated) -> None:
@@ -121,7 +121,7 @@ def _mentions(value: Any, key: str) -> bool:
 
 
 @asynccontextmanager
-async def lean_client(
+async def connect_child(
     child: AbstractAsyncContextManager[ChildProcess],
     mode: str,
     name: str,
@@ -130,7 +130,7 @@ async def lean_client(
     on_message: OnMessage,
     on_log: OnLog,
     roots: Roots,
-) -> AsyncIterator[LeanClient]:
+) -> AsyncIterator[StdioClient]:
     """Start (or adopt) the child (``child``: proxy/child.py's ``child_process``), negotiate in
     ``mode`` and serve it while the block runs. ``on_message`` hears the child's notifications
     (``{"method", "params"}``) other than logs (``on_log``, their params) and progress."""
@@ -144,4 +144,4 @@ async def lean_client(
         async with serving(rpc, process.stdout, pipe):
             negotiated = await negotiate(rpc, mode)
             log.info("%s: our own client toward the child, %s", name, negotiated.protocol_version)
-            yield LeanClient(rpc, negotiated)
+            yield StdioClient(rpc, negotiated)
