@@ -25,11 +25,9 @@ cProfile of the Gatekeeper proxy process (a bench-side wrapper, not a product sw
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,11 +44,10 @@ from fastpath_setup import (
     FASTMCP_PACKAGE,
     FASTMCP_VENV,
     FULL_SIZES,
+    IMPORT_S,
     P50_RATIO,
     P99_RATIO,
-    PY,
     QUICK_SIZES,
-    REPO,
     RSS_MIB,
     Launch,
     RawClient,
@@ -189,36 +186,31 @@ async def sdk_phase(run: Run, server: Server, setup: Setup, sizes: Sizes) -> Non
         latency_rows(run, f"{server.key} sdk", times)
 
 
-# what ``gatekeeper proxy`` imports before it spawns a child (the CLI imports the rest lazily)
-PROXY_IMPORTS = ", ".join(
-    [
-        "gatekeeper.cli",
-        "gatekeeper.policy",
-        "gatekeeper.proxy.run",
-        "gatekeeper.proxy.server",
-        "gatekeeper.store.version",
-    ]
-)
-
-
-def import_time(run: Run) -> None:
-    """What ``gatekeeper proxy`` imports before it spawns a child, under ``-X importtime``: the wall
-    time, and the self time summed by top-level package (which packages dominate)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    for name, code in (("python -c pass", "pass"), ("import proxy modules", f"import {PROXY_IMPORTS}")):
-        start = time.perf_counter()
-        done = subprocess.run([PY, "-X", "importtime", "-c", code], capture_output=True, text=True, env=env)
-        run.values[f"start-up: {name} wall"] = time.perf_counter() - start
-        if done.returncode != 0:
-            raise RuntimeError(f"{code}: {done.stderr.strip().splitlines()[-1:]}")
+def import_time(run: Run, server: Server, setup: Setup) -> None:
+    """What a real ``gatekeeper proxy`` session imports, under ``PYTHONPROFILEIMPORTTIME``: spawn,
+    initialize, tools/list and one call, then stdin EOF. Self time summed (all of it, and by
+    top-level package), and the wall time to the initialize answer under the import profiler."""
+    spec = launch("gatekeeper", server, setup)
+    spec = Launch(spec.argv, {**spec.env, "PYTHONPROFILEIMPORTTIME": "1"}, spec.cwd)
+    errlog = setup.work / f"importtime-{server.key}.log"
+    with open(errlog, "w") as err:
+        client = RawClient(spec, err)
+        try:
+            initialized, _listed = client.handshake()
+            client.call(server.tool, server.args)
+        finally:
+            client.stdin.close()
+            client.proc.wait(30)
     by_top: dict[str, int] = {}
-    for m in re.finditer(r"import time:\s+(\d+) \|\s+\d+ \| *(\S+)", done.stderr):
+    for m in re.finditer(r"import time:\s+(\d+) \|\s+\d+ \| *(\S+)", errlog.read_text()):
         top = m.group(2).split(".")[0]
         by_top[top] = by_top.get(top, 0) + int(m.group(1))
-    run.values["start-up: import proxy modules (importtime)"] = sum(by_top.values()) / 1e6
+    run.values[f"start-up: {server.key} proxy session imports (importtime)"] = sum(by_top.values()) / 1e6
+    run.values[f"start-up: {server.key} initialize answered, under importtime"] = initialized
     top = sorted(by_top.items(), key=lambda kv: -kv[1])[:10]
     run.notes.append(
-        "proxy import self time by top-level package (ms): " + ", ".join(f"{k} {v / 1000:.0f}" for k, v in top)
+        f"{server.key}: proxy session import self time by top-level package (ms): "
+        + ", ".join(f"{k} {v / 1000:.0f}" for k, v in top)
     )
 
 
@@ -227,7 +219,7 @@ def one_run(setup: Setup, servers: list[Server], sizes: Sizes) -> Run:
     for server in servers:
         raw_phase(run, server, setup, sizes)
         anyio.run(sdk_phase, run, server, setup, sizes)
-    import_time(run)
+        import_time(run, server, setup)
     return run
 
 
@@ -278,9 +270,9 @@ def figures(runs: list[Run], servers: list[Server], setup: Setup, skipped: list[
             out.append(row(f"{server.key} {name} RSS idle", "MiB", RSS_MIB if gate else None))
             out.append(row(f"{server.key} {name} RSS after calls", "MiB"))
             out.append(row(f"{server.key} {name} CPU per call", "µs"))
-    out.append(row("start-up: python -c pass wall", "s"))
-    out.append(row("start-up: import proxy modules wall", "s"))
-    out.append(row("start-up: import proxy modules (importtime)", "s"))
+    for server in servers:
+        out.append(row(f"start-up: {server.key} proxy session imports (importtime)", "s", IMPORT_S))
+        out.append(row(f"start-up: {server.key} initialize answered, under importtime", "s"))
     return [*(f for f in out if f is not None), *skipped]
 
 

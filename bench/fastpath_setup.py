@@ -27,7 +27,7 @@ FASTMCP_PACKAGE = "fastmcp==4.2.3"
 FASTMCP_VENV = CACHE / "fastmcp-venv"
 PROTOCOL = "2025-11-25"  # the filesystem server speaks only this one
 
-P50_RATIO, P99_RATIO, COLD_MARGIN_S, RSS_MIB = 1.2, 1.3, 0.3, 50.0
+P50_RATIO, P99_RATIO, COLD_MARGIN_S, RSS_MIB, IMPORT_S = 1.2, 1.3, 0.3, 50.0, 0.3
 VARIANTS = (
     "direct",
     "gatekeeper",
