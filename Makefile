@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-proxy-lean lint demo demo-check bench crash clean browser peers postgres
+.PHONY: install test lint demo demo-check bench crash clean browser peers postgres
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,10 +50,6 @@ test: lint browser peers postgres
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The proxy's tests with our own client toward stdio children (issue 12 step 2; the default is the SDK's).
-test-proxy-lean: peers
-	GATEKEEPER_PROXY=lean $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal tests/test_proxy*.py \
-		tests/test_old_sdk_server.py tests/interop tests/test_childrpc.py
-
 # The guided tour: you approve in your browser. demo-check: the same tour, Chromium approves.
 demo: $(STAMP)
 	$(PY) -m gatekeeper.demo.tour

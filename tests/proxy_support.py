@@ -80,9 +80,8 @@ def write_policy(
     return policy
 
 
-SWITCHES = ("GATEKEEPER_PROXY", "GATEKEEPER_PROXY_HOST")
-"""Switches a test run passes on to the proxy (``GATEKEEPER_PROXY=lean``: our own client toward children;
-``GATEKEEPER_PROXY_HOST=lean``: our own host side, proxy/hostlean.py)."""
+SWITCHES = ("GATEKEEPER_PROXY_HOST",)
+"""Switches a test run passes on to the proxy (``GATEKEEPER_PROXY_HOST=lean``: our own host side, proxy/hostlean.py)."""
 
 
 def switched() -> dict[str, str]:

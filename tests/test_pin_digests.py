@@ -1,9 +1,10 @@
 """Pin digests stay byte for byte what they were when tools became plain wire dicts (issue 12).
 
 A pin is the sha256 of a tool's canonical definition (proxy/catalog.py). It was always taken of
-the SDK ``Tool``'s dump; the proxy now keeps wire dicts (``listing.wire_tool`` at the SDK's edge)
-and digests those. If the two ever differ, every deployed pin reads as a changed definition and
-every tool is withheld until a person re-accepts it. The SDK is the oracle here:
+the SDK ``Tool``'s dump; the proxy now keeps the raw wire dicts a server lists, rebuilt into that
+dump without the SDK (``tooldef.tool_dump``, what proxy/listing.py keeps), and digests those. If
+the two ever differ, every deployed pin reads as a changed definition and every tool is withheld
+until a person re-accepts it. The SDK is the oracle here:
 ``canonical_json(Tool.model_validate(raw).model_dump(mode="json", by_alias=True, exclude_none=True))``.
 """
 
@@ -20,7 +21,7 @@ import pytest
 from gatekeeper.canonical import canonical_json, sha256_hex
 from gatekeeper.home import Home
 from gatekeeper.proxy.catalog import definition
-from gatekeeper.proxy.listing import wire_tool
+from gatekeeper.proxy.tooldef import tool_dump
 from tests.peers.external import filesystem_server
 from tests.peers.listings import RECORDED, raw_listing
 from tests.proxy_support import REPO, proxied, rows, write_policy
@@ -36,8 +37,8 @@ def oracle(raw: Any) -> tuple[str, str]:
 
 
 def through_the_proxy(raw: Any) -> tuple[str, str]:
-    """What the proxy pins now: the SDK client's model, made a wire dict at the edge, digested."""
-    return definition(wire_tool(mcp_types.Tool.model_validate(raw)))
+    """What the proxy pins now: the raw listed tool, rebuilt as the model's dump (proxy/tooldef.py), digested."""
+    return definition(tool_dump(raw))
 
 
 def variants(raw: dict[str, Any]) -> list[dict[str, Any]]:

@@ -2,9 +2,10 @@
 
 - ``bench/relay.py uvloop-protocol``: the bench's floor for the proxy's design (uvloop, Protocol
   callbacks on both pipes, whole lines to ``transport.write``) must relay a real MCP exchange.
-- ``ChildView.envelope``: a pipe's 2026 envelope is copied from the SDK client's stamp, taken once;
+- ``ChildView.envelope``: a pipe's 2026 envelope is copied from the client's stamp, taken once;
   it must put exactly what the stamp puts on every raw method, with a real SDK client connected to
-  the bundled notes server (2026-07-28).
+  the bundled notes server (2026-07-28); our own client's envelope (proxy/negotiate.py) is that
+  SDK stamp's.
 - The answer's id restored by a splice at its offset (``fastreply._restore_id``): an SDK server's
   compact answer reaches a raw 2025 host byte for byte but for the id, the child spoken to in
   2025-11-25 (``--downstream-mode legacy``) so nothing else is rewritten.
@@ -20,10 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, types
 
 from gatekeeper.home import Home
 from gatekeeper.proxy import eras
+from gatekeeper.proxy.negotiate import Negotiated
+from gatekeeper.proxy.sdkclient import SdkClient
 from tests.proxy_support import REPO, proxy_params
 
 pytestmark = pytest.mark.timeout(60)
@@ -61,11 +64,18 @@ def _request(method: str, params: dict[str, Any]) -> dict[str, Any]:
 async def test_a_pipes_envelope_is_what_the_sdk_stamp_puts(tmp_path: Path) -> None:
     (tmp_path / "notes").mkdir()
     params = StdioServerParameters(command=NOTES[0], args=[*NOTES[1:], str(tmp_path)], env={"PYTHONPATH": str(REPO)})
-    async with Client(params, mode="auto", cache=None, log_level="debug") as client:  # as proxy/downstream.py
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[])
+
+    # As the proxy configured the SDK client toward a child: with a roots callback (capabilities).
+    async with Client(params, mode="auto", cache=None, log_level="debug", list_roots_callback=roots) as client:
         assert client.protocol_version == "2026-07-28"  # the bundled server speaks the new era
-        view = eras.ChildView.of(client, "2025-11-25")
+        view = eras.ChildView.of(SdkClient(client), "2025-11-25")
         assert view.usable and view.modern and view.pipe_meta  # taken once, from the SDK's own stamp
         assert view.pipe_meta["io.modelcontextprotocol/logLevel"] == "debug"
+        ours = Negotiated("2026-07-28", {}, None, None, {})
+        assert json.dumps(ours.envelope) == json.dumps(view.pipe_meta)  # our client's stamp is the SDK's
         cases = [
             _request("tools/call", {"name": "read_note", "arguments": {"path": "x"}}),
             _request("tools/call", {"name": "n", "_meta": {"progressToken": "gatekeeper-fast-0", "x/y": 1}}),

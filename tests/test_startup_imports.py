@@ -17,6 +17,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gatekeeper.home import Home
 from tests.helpers import line_queue, next_line, wait_until
 from tests.proxy_support import REPO
@@ -249,3 +251,62 @@ def test_the_proxy_domain_imports_no_mcp_types_at_all() -> None:
     loaded = set(json.loads(done.stdout))
     assert {"gatekeeper", "itsdangerous", "anyio"} <= loaded  # it did import the domain (hand-off, status)
     assert loaded & SDK_OR_HEAVY == set()
+
+
+# The child side: our own client toward a stdio child (proxy/stdioclient.py over childrpc and
+# negotiate), the one face the callers use (proxy/childface.py), and the callers themselves. The
+# SDK's client stays only for url servers (proxy/sdkclient.py, loaded only for one).
+CHILD_SIDE = """
+import json, sys
+from pathlib import Path
+
+import anyio
+
+from gatekeeper.policy import load_policy
+from gatekeeper.proxy import completion, eras, listing, passthrough  # noqa: F401 (the callers, on dicts)
+from gatekeeper.proxy.downstream import Downstream
+from gatekeeper.proxy.tooldef import tool_dump
+
+
+async def main():
+    policy, logs, mode = load_policy(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+
+    async def quiet(*args):
+        return None
+
+    calls = {"on_message": quiet, "on_log": quiet, "on_event": quiet}
+    server = Downstream("notes", policy.servers["notes"], logs, mode=mode, **calls)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.supervise)
+        client = await server.ready()
+        listed = await server.request("tools/list")
+        tools = [tool_dump(tool, client.protocol_version)["name"] for tool in listed["tools"]]
+        read = await server.request("tools/call", {"name": "read_note", "arguments": {"path": "notes/a.md"}})
+        await server.close()
+    sdk = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types"))
+    print(json.dumps({"version": client.protocol_version, "tools": tools, "read": read, "sdk": sdk}))
+
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.parametrize(("mode", "era"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+def test_a_stdio_child_is_served_without_the_sdk(tmp_path: Path, mode: str, era: str) -> None:
+    """A real child (the notes server) started, negotiated with (``auto``: the 2026 probe, its listen
+    stream and envelope; ``legacy``: initialize), listed and called through ``Downstream``: neither
+    ``mcp`` nor ``mcp_types`` is ever imported on the way, in a fresh interpreter."""
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD_SIDE, str(_policy(tmp_path)), str(tmp_path / "logs"), mode],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["version"] == era  # it did negotiate the era asked for
+    assert {"read_note", "create_note"} <= set(seen["tools"])
+    assert seen["read"]["content"][0]["text"] == "hello\n" and seen["read"]["resultType"] == "complete"
+    assert seen["sdk"] == [], f"the SDK was imported on the child side: {seen['sdk']}"

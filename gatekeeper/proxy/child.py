@@ -18,13 +18,11 @@ import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TextIO
 
 import anyio
-import mcp_types
-from mcp import StdioServerParameters
-from mcp.client._transport import TransportStreams
-from mcp.shared.message import SessionMessage
 
 from gatekeeper.home import user_umask
 from gatekeeper.policy.commands import child_env
@@ -39,13 +37,23 @@ log = logging.getLogger("gatekeeper.proxy")
 
 
 _PIPE_HIGH_WATER = 1024 * 1024  # bytes buffered toward the child before raw writes step aside
-_QUEUE_HIGH, _QUEUE_LOW = 64, 16  # the child's lines waiting for the SDK client: pause reading above, resume below
+_QUEUE_HIGH, _QUEUE_LOW = 64, 16  # the child's lines waiting for our client: pause reading above, resume below
+
+
+@dataclass(frozen=True)
+class ChildCommand:
+    """How to start a stdio server: the policy's command (resolved), args, env and cwd."""
+
+    command: str
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] | None = None
+    cwd: str | Path | None = None
 
 
 class ChildPipe:
-    """Raw access to one life of a child's pipes, beside the SDK client's streams.
+    """Raw access to one life of a child's pipes, beside our client's (proxy/childrpc.py).
 
-    ``write`` puts whole lines on the child's stdin through the same asyncio transport the SDK
+    ``write`` puts whole lines on the child's stdin through the same asyncio transport the
     client's messages go through (so lines never interleave); ``tap`` sees each stdout line
     first and keeps the ones it answers for; ``on_end`` hears that stdout closed.
     """
@@ -87,81 +95,26 @@ class ChildPipe:
             self.on_end(self)
 
     def offer(self, line: bytes) -> bool:
-        """True if the tap took the line; a failing tap leaves it to the SDK client."""
+        """True if the tap took the line; a failing tap leaves it to the client."""
         tap = self.tap
         if tap is None:
             return False
         try:
             return tap(line)
         except Exception:
-            log.exception("fast path failed on a child's line; leaving it to the SDK client")
+            log.exception("fast path failed on a child's line; leaving it to the client")
             return False
 
 
 @asynccontextmanager
-async def child_stdio(
-    params: StdioServerParameters,
-    errlog: TextIO,
-    pipe: ChildPipe | None = None,
-    adopt: subprocess.Popen[bytes] | None = None,
-) -> AsyncIterator[TransportStreams]:
-    """Spawn the server (or ``adopt`` the one proxy/early.py started with the same parameters),
-    bridge its pipes to the session's streams, and always end it on exit."""
-    process = await _start(params, errlog, adopt, pipe)
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
-
-    if pipe is not None:
-        pipe.attach(process)
-
-    async def stdout_reader() -> None:
-        out = process.stdout
-        try:
-            with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError, OSError):
-                async with read_writer:
-                    while (line := await out.next_line()) is not None:
-                        try:
-                            if pipe is not None and pipe.offer(line.rstrip(b"\r")):
-                                continue
-                            await read_writer.send(_parse(line.decode("utf-8", "replace")))
-                        finally:
-                            out.done()
-        finally:
-            if pipe is not None:
-                pipe.ended()
-
-    async def stdin_writer() -> None:
-        assert process.stdin is not None
-        try:
-            async with write_reader:
-                async for message in write_reader:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                    await process.stdin.send(data.encode("utf-8"))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            await read_writer.aclose()  # the session must see the end, not wait forever
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(stdout_reader)
-        tg.start_soon(stdin_writer)
-        try:
-            yield read_stream, write_stream
-        finally:
-            with anyio.CancelScope(shield=True):  # the child must end even when we are cancelled
-                write_stream.close()
-                read_stream.close()
-                await stop(process)
-            tg.cancel_scope.cancel()
-
-
-@asynccontextmanager
 async def child_process(
-    params: StdioServerParameters,
+    params: ChildCommand,
     errlog: TextIO,
     pipe: ChildPipe | None = None,
     adopt: subprocess.Popen[bytes] | None = None,
 ) -> AsyncIterator[ChildProcess]:
-    """The child itself, for a client that reads and writes its lines (proxy/childrpc.py) instead of
-    the SDK's streams: started (or adopted) as ``child_stdio`` does, and always ended on exit."""
+    """The child itself (or the one proxy/early.py started with the same parameters, adopted), for
+    our client to read and write its lines (proxy/childrpc.py); always ended on exit."""
     process = await _start(params, errlog, adopt, pipe)
     if pipe is not None:
         pipe.attach(process)
@@ -173,7 +126,7 @@ async def child_process(
 
 
 async def _start(
-    params: StdioServerParameters, errlog: TextIO, adopt: subprocess.Popen[bytes] | None, pipe: ChildPipe | None
+    params: ChildCommand, errlog: TextIO, adopt: subprocess.Popen[bytes] | None, pipe: ChildPipe | None
 ) -> _Child:
     """The running child: the adopted early one, or a new process, its pipes on the running loop."""
     if adopt is None:
@@ -194,17 +147,10 @@ async def _start(
         raise
 
 
-def child_environment(params: StdioServerParameters) -> dict[str, str]:
+def child_environment(params: ChildCommand) -> dict[str, str]:
     """The whole environment a child gets: the SDK's inherited few, then the server's own (one
     definition, shared with the early start and ``policy check``, so adoption compares like with like)."""
     return child_env(params.env or {})
-
-
-def _parse(line: str) -> SessionMessage | Exception:
-    try:
-        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError as exc:  # junk on the child's stdout: the session logs it and goes on
-        return exc
 
 
 async def stop(process: _Child) -> None:
@@ -244,7 +190,7 @@ async def _exited(process: _Child, timeout: float) -> bool:
 
 
 class _ChildIn:
-    """The child's stdin, with the two calls child_stdio and ``stop`` make on it."""
+    """The child's stdin, with the two calls our client and ``stop`` make on it."""
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._stream = writer  # the name ChildPipe.attach looks for
@@ -265,7 +211,7 @@ class _ChildOut(asyncio.Protocol):
     Why not a stream read by a task: the fast path's answers (``ChildPipe.offer``) are taken here,
     in the loop's read callback, and written to the host at once; a task would cost another turn
     of the loop per answer. Lines the tap does not take, and every line behind one still waiting
-    for the SDK client, queue in order for ``next_line``.
+    for the client, queue in order for ``next_line``.
     """
 
     def __init__(self, pipe: ChildPipe | None) -> None:

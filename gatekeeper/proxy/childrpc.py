@@ -23,7 +23,10 @@ import anyio
 import anyio.abc
 
 from gatekeeper.proxy import mcpwire as w
+from gatekeeper.proxy.hostrpc import RpcError  # one JSON-RPC error, both ways: a child's passes on as it is
 from gatekeeper.proxy.rpclines import Json, dumps, kind, loads, request_id
+
+__all__ = ["CLOSED", "ChildSession", "Lines", "RpcError", "serving"]
 
 if TYPE_CHECKING:
     from gatekeeper.proxy.child import ChildPipe
@@ -37,17 +40,6 @@ Roots = Callable[[], Awaitable[Json]]
 CLOSED = "Connection closed"
 _CANCEL_WRITE = 5.0  # as the SDK: a wedged pipe must not hold a cancelled caller forever
 _LISTEN_ACK = "notifications/subscriptions/acknowledged"
-
-
-class RpcError(Exception):
-    """A JSON-RPC error: the child's answer, or ours (-32000 when the child is gone, -32001 on timeout)."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
-
-    def __str__(self) -> str:
-        return self.message
 
 
 class Lines(Protocol):

@@ -21,11 +21,11 @@ import os
 from typing import Any
 
 import anyio
-from mcp import Client, MCPError, types
-from mcp.server import ServerRequestContext
 
 from gatekeeper.proxy.audit import Audit
+from gatekeeper.proxy.childface import ChildClient, Json, RpcError
 from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
+from gatekeeper.proxy.mcpwire import INTERNAL_ERROR, INVALID_PARAMS
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
 from gatekeeper.store import events as ev
 from gatekeeper.store.bounded import cut
@@ -35,9 +35,9 @@ CAPABILITY_WAIT = float(os.environ.get("GATEKEEPER_CAPABILITY_WAIT", "5"))
 """Seconds the handshake waits for the servers' own, to know whether one offers completions."""
 
 
-def offers_completions(client: Client | None) -> bool:
+def offers_completions(client: ChildClient | None) -> bool:
     """The live client's server advertised ``completions``."""
-    return client is not None and client.server_capabilities.completions is not None
+    return client is not None and client.server_capabilities.get("completions") is not None
 
 
 class Completions:
@@ -75,49 +75,52 @@ class Completions:
         else:
             capabilities.pop("completions", None)
 
-    async def complete(
-        self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
-    ) -> types.CompleteResult:
-        ref = params.ref
-        key = ref.name if isinstance(ref, types.PromptReference) else ref.uri
-        found = self.locate(ref.type, key)
-        if found is None and ref.type == "ref/resource":
+    async def complete(self, params: Json) -> Json:
+        """A host's ``completion/complete`` (its params checked by the host side), answered by the
+        server that owns the ref, or refused with an ``RpcError`` that says why."""
+        ref: Json = params["ref"]
+        kind: str = ref["type"]
+        key: str = ref["name"] if kind == "ref/prompt" else ref["uri"]
+        found = self.locate(kind, key)
+        if found is None and kind == "ref/resource":
             await self.passthrough.learn_templates()  # the host may complete before it listed them
-            found = self.locate(ref.type, key)
+            found = self.locate(kind, key)
         if found is None:
-            what = "prompt" if ref.type == "ref/prompt" else "resource or resource template"
+            what = "prompt" if kind == "ref/prompt" else "resource or resource template"
             raise await self._refuse(
-                types.INVALID_PARAMS,
+                INVALID_PARAMS,
                 f"no downstream server offers the {what} {cut(key)!r}; "
                 f"complete arguments of the {what}s Gatekeeper lists",
                 "unknown_ref",
-                ref.type,
+                kind,
                 key,
             )
         downstream, key_there = found
-        ref_there = ref.model_copy(update={"name": key_there}) if isinstance(ref, types.PromptReference) else ref
+        asked: Json = {"ref": {**ref, "name": key_there} if kind == "ref/prompt" else ref}
+        asked["argument"] = {"name": params["argument"]["name"], "value": params["argument"]["value"]}
+        context = params.get("context")
+        if isinstance(context, dict) and context.get("arguments") is not None:
+            asked["context"] = {"arguments": context["arguments"]}
         try:
             client = await downstream.ready()
             if not offers_completions(client):
                 raise await self._refuse(
-                    types.INVALID_PARAMS,
+                    INVALID_PARAMS,
                     f"downstream server '{downstream.name}' does not offer completions (it does not advertise the "
                     "'completions' capability); fill in the argument without them",
                     "no_completions",
-                    ref.type,
+                    kind,
                     key,
                 )
-            context = params.context.arguments if params.context else None
-            argument = {"name": params.argument.name, "value": params.argument.value}
-            result = await downstream.call(lambda c: c.session.complete(ref_there, argument, context))
+            result = await downstream.request(METHOD, asked)
         except (DownstreamUnavailable, DownstreamGone) as exc:
-            raise await self._refuse(types.INTERNAL_ERROR, str(exc), "server_unavailable", ref.type, key) from None
+            raise await self._refuse(INTERNAL_ERROR, str(exc), "server_unavailable", kind, key) from None
         return strip_stamp(result)
 
-    async def _refuse(self, code: int, message: str, reason: str, kind: str, key: str) -> MCPError:
+    async def _refuse(self, code: int, message: str, reason: str, kind: str, key: str) -> RpcError:
         """Record the refusal and return the error that answers it."""
         await self.audit.refused(ev.REQUEST_REFUSED, {"method": METHOD, "reason": reason, "ref": kind, "key": cut(key)})
-        return MCPError(code, message)
+        return RpcError(code, message)
 
 
 def raw_ref(params: dict[str, Any]) -> tuple[str, str, str] | None:

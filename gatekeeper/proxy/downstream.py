@@ -1,9 +1,10 @@
 """One downstream MCP server: started by the policy, supervised, restarted with backoff.
 
-The SDK ``Client`` must be entered and left in one task, so each server gets a supervisor task
-that owns it; calls borrow the live client. A child that dies mid-call surfaces as
-``DownstreamGone``; the next call starts it again (bounded backoff). The proxy never exits
-because a child did. The child's stderr goes to ``<home>/logs/<server>.log``, never to our stdout.
+A client is entered and left in one task, so each server gets a supervisor task that owns it;
+calls borrow the live client through one face (proxy/childface.py): our own for a stdio child
+(proxy/stdioclient.py), the SDK's behind an adaptor for a url server (proxy/sdkclient.py). A child
+that dies mid-call surfaces as ``DownstreamGone``; the next call starts it again (bounded backoff).
+The proxy never exits because a child did. Its stderr goes to ``<home>/logs/<server>.log``.
 
 A ``url`` server is connected to instead of started (proxy/remote.py): the same supervision,
 its calls bounded by the policy's timeout, a session the server forgot replaced once.
@@ -24,16 +25,15 @@ from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 import anyio
-from mcp import Client, MCPError, StdioServerParameters, types
-from mcp.types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import FileUrl
 
 from gatekeeper.policy import Server
 from gatekeeper.policy.commands import executable
 from gatekeeper.proxy import early
 from gatekeeper.proxy.addresses import AddressRefused
 from gatekeeper.proxy.carrier import Carrier
-from gatekeeper.proxy.child import ChildPipe, child_environment, child_process, child_stdio
+from gatekeeper.proxy.child import ChildCommand, ChildPipe, child_environment, child_process
+from gatekeeper.proxy.childface import ChildClient, Json, Progress, RpcError
+from gatekeeper.proxy.mcpwire import CONNECTION_CLOSED, MODERN_PROTOCOL_VERSIONS
 from gatekeeper.store import events as ev
 
 T = TypeVar("T")
@@ -93,7 +93,7 @@ class Downstream:
         self.log_path = log_dir / f"{name}.log"
         self.mode = mode
         self._on_message, self._on_log, self._on_event = on_message, on_log, on_event
-        self.client: Client | None = None
+        self.client: ChildClient | None = None
         self.carrier: Carrier = ChildPipe()  # the fast path's raw access (proxy/fastpath.py), new each life
         self.error: str | None = None
         self.failures = 0
@@ -145,7 +145,7 @@ class Downstream:
         self._gone = anyio.Event()
         params = None
         if not self.config.is_remote:
-            params = StdioServerParameters(
+            params = ChildCommand(
                 command=executable(self.config),
                 args=list(self.config.args),
                 env=dict(self.config.env),
@@ -174,24 +174,23 @@ class Downstream:
         if not started:
             self._settle()  # waiters learn the failure; a start requested after a clean run waits on
 
-    def _client(self, params: StdioServerParameters | None, errlog: TextIO, mode: str) -> Any:
-        """The SDK's ``Client``; for a stdio child under ``GATEKEEPER_PROXY=lean`` our own (proxy/leanclient.py)."""
-        calls: dict[str, Any] = {"message_handler": self._message, "logging_callback": self._log}
-        calls["list_roots_callback"] = self._roots
-        if params is not None and os.environ.get("GATEKEEPER_PROXY", "sdk") == "lean":
-            from gatekeeper.proxy.leanclient import lean_client
+    def _client(self, params: ChildCommand | None, errlog: TextIO, mode: str) -> Any:
+        """Our own client for a stdio child (proxy/stdioclient.py); for a url server the SDK's
+        ``Client`` behind its adaptor (proxy/sdkclient.py, which loads the SDK: only then)."""
+        calls: dict[str, Any] = {"on_message": self._message, "on_log": self._log, "roots": self._roots}
+        if params is not None:
+            from gatekeeper.proxy.stdioclient import connect_child
 
-            return lean_client(self._transport(params, errlog, mode, lean=True), mode, self.name, self.carrier, **calls)
-        return Client(self._transport(params, errlog, mode), mode=mode, cache=None, log_level="debug", **calls)
+            return connect_child(self._child(params, errlog, mode), mode, self.name, self.carrier, **calls)
+        from gatekeeper.proxy import remote
+        from gatekeeper.proxy.sdkclient import sdk_client
 
-    def _transport(self, params: StdioServerParameters | None, errlog: TextIO, mode: str, lean: bool = False) -> Any:
-        """The transport streams of one life: a child on stdio, or an HTTP connection (proxy/remote.py)."""
-        if params is None:
-            from gatekeeper.proxy import remote
+        errlog.write(f"{_MARK} connecting to {self.name} ({mode}): {self.config.url}\n")
+        errlog.flush()
+        return sdk_client(remote.connect(self.name, self.config, errlog, carrier=self.carrier), mode, **calls)
 
-            errlog.write(f"{_MARK} connecting to {self.name} ({mode}): {self.config.url}\n")
-            errlog.flush()
-            return remote.connect(self.name, self.config, errlog, carrier=self.carrier)
+    def _child(self, params: ChildCommand, errlog: TextIO, mode: str) -> Any:
+        """The child of one life: the one proxy/early.py started, on the first start, or a new one."""
         adopted = None
         if self._first:  # restarts and the legacy retry spawn anew
             self._first = False
@@ -201,10 +200,10 @@ class Downstream:
             errlog.write(f"{_MARK} starting {self.name} ({mode}): {self.config.command} {' '.join(self.config.args)}\n")
             errlog.flush()
         pipe = self.carrier if isinstance(self.carrier, ChildPipe) else None
-        return (child_process if lean else child_stdio)(params, errlog, pipe, adopted)
+        return child_process(params, errlog, pipe, adopted)
 
     async def _session(
-        self, params: StdioServerParameters | None, errlog: TextIO, mode: str, probe_error: str | None = None
+        self, params: ChildCommand | None, errlog: TextIO, mode: str, probe_error: str | None = None
     ) -> bool:
         """One life of the server: connect in ``mode``, serve until it is gone. True if it started."""
         started = False
@@ -267,7 +266,7 @@ class Downstream:
             return remote.carrier(self.config)
         return ChildPipe()
 
-    async def _started(self, client: Client, mode: str, probe_error: str | None) -> None:
+    async def _started(self, client: ChildClient, mode: str, probe_error: str | None) -> None:
         """The child answered the handshake: make it the live client, record it, wake the waiters."""
         self.client, self.error, self.failures, self.start_failed = client, None, 0, False
         self.generation += 1
@@ -288,7 +287,7 @@ class Downstream:
         )
         self._settle()
 
-    async def _listen(self, client: Client, listening: anyio.Event) -> None:
+    async def _listen(self, client: ChildClient, listening: anyio.Event) -> None:
         """2026-07-28 children send list_changed only while a listen stream is open; ``listening``
         is set once the child acknowledged it, or refused it (then it tells of no change)."""
         try:
@@ -302,7 +301,7 @@ class Downstream:
 
     # -- what calls use ----------------------------------------------------------------------
 
-    async def ready(self, timeout: float = START_TIMEOUT) -> Client:
+    async def ready(self, timeout: float = START_TIMEOUT) -> ChildClient:
         """The live client, starting the child if needed; ``DownstreamUnavailable`` says why not."""
         if self.client is not None:
             return self.client
@@ -356,7 +355,7 @@ class Downstream:
             return ""
         return "\n".join([line for line in text.splitlines() if not line.startswith(_MARK)][-lines:])
 
-    async def call(self, method: Callable[[Client], Awaitable[T]]) -> T:
+    async def call(self, method: Callable[[ChildClient], Awaitable[T]]) -> T:
         """Run one request on the live client; a closed connection becomes ``DownstreamGone``."""
         client = await self.ready()
         try:
@@ -365,16 +364,20 @@ class Downstream:
 
                 return await remote.call(self, client, method)
             return await method(client)
-        except MCPError as exc:
-            if exc.error.code == -32000 and "closed" in exc.error.message.lower():
+        except RpcError as exc:
+            if exc.code == CONNECTION_CLOSED and "closed" in exc.message.lower():
                 self.mark_gone()
                 raise DownstreamGone(
-                    f"downstream server '{self.name}' stopped during the call: {exc.error.message}"
+                    f"downstream server '{self.name}' stopped during the call: {exc.message}"
                 ) from None
             raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
             self.mark_gone()
             raise DownstreamGone(f"downstream server '{self.name}' closed its connection") from None
+
+    async def request(self, method: str, params: Json | None = None, on_progress: Progress | None = None) -> Json:
+        """One request to the live server as wire dicts (``call`` around ``ChildClient.request``)."""
+        return await self.call(lambda client: client.request(method, params, on_progress))
 
     def note(self, text: str) -> None:
         """A line of our own in the server's log."""
@@ -383,13 +386,15 @@ class Downstream:
 
     # -- callbacks from the child ------------------------------------------------------------
 
-    async def _message(self, message: Any) -> None:
+    async def _message(self, message: Json | Exception) -> None:
+        """A notification (``{"method", "params"}``), or a url server's transport problem as the SDK
+        client reports it, for ``Proxy._on_child_message``."""
         await self._on_message(self, message)
 
-    async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
+    async def _log(self, params: Json) -> None:
         await self._on_log(self, params)
 
-    async def _roots(self, context: Any) -> types.ListRootsResult:
+    async def _roots(self) -> Json:
         """A child asking for roots gets its workspace: the one folder it is about."""
         workspace = self.config.workspace
-        return types.ListRootsResult(roots=[types.Root(uri=FileUrl(workspace.as_uri()), name=f"{self.name} workspace")])
+        return {"roots": [{"uri": workspace.as_uri(), "name": f"{self.name} workspace"}]}

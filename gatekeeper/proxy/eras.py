@@ -1,18 +1,19 @@
 """What raw forwarding rewrites where host and child speak different protocol revisions.
 
-The SDK pair (server toward the host, client toward the child) translates between eras; the fast
+The slow path (the host side, and the client toward the child) translates between eras; the fast
 path (``proxy/fastpath.py``) does the same small rewrite itself, and only where it is known:
 
-- a 2025-11-25 host, a 2026-07-28 child: the request gains the SDK client's envelope (its own
-  stamp function), the result loses the later revision's fields and the child's serverInfo stamp;
+- a 2025-11-25 host, a 2026-07-28 child: the request gains the client's envelope (its ``stamp``:
+  proxy/negotiate.py's for a stdio child, the SDK client's for a url server), the result loses
+  the later revision's fields and the child's serverInfo stamp;
 - a 2026-07-28 host: its per-request envelope is checked by the SDK's own classifier and taken off;
-  a 2026 child gets the SDK client's envelope instead, a handshake-era child none. The result gets
+  a 2026 child gets the client's envelope instead, a handshake-era child none. The result gets
   ``resultType`` (a handshake-era child leaves it out) and the proxy's serverInfo stamp in place of
   the child's, as the SDK server's serialisation does. Log lines follow each request's log-level
   opt-in (``io.modelcontextprotocol/logLevel``), as ``ServerSession.send_log_message`` does.
 
-Anything else (two different handshake-era revisions, two different 2026-era ones, an SDK client
-without the stamp function this relies on) stays on the SDK path.
+Anything else (two different handshake-era revisions, two different 2026-era ones, a client
+without a stamp) stays on the slow path.
 
 The log level a 2025 host's calls ask a 2026 child for stays ``debug`` until the host sets one
 (``ask_for``). Decided on figures (session 6, the bundled notes server on SDK 2.3, ``read_note``,
@@ -49,13 +50,13 @@ HOST_META = "io.modelcontextprotocol/"
 
 @dataclass(frozen=True)
 class ChildView:
-    """A live SDK client's era as raw forwarding sees it, toward one host version."""
+    """A live client's era (proxy/childface.py) as raw forwarding sees it, toward one host version."""
 
     client: Any
     host_version: str
-    usable: bool  # False: the SDK pair translates something this module does not
-    modern: bool  # the child speaks 2026-07-28: requests carry the SDK client's envelope
-    stamp: Callable[[dict[str, Any]], dict[str, str]]  # the SDK client's envelope, in place; its HTTP headers
+    usable: bool  # False: the slow path translates something this module does not
+    modern: bool  # the child speaks 2026-07-28: requests carry the client's envelope
+    stamp: Callable[[dict[str, Any]], dict[str, str]]  # the client's envelope, in place; its HTTP headers
     foreign: dict[str, frozenset[str]] | None  # per method: fields a 2025 host must not get from a 2026 child
     host_modern: bool = False  # the host speaks 2026-07-28: results get resultType and our serverInfo stamp
     pipe_meta: dict[str, Any] | None = field(default=None, init=False, compare=False)  # see ``envelope``
@@ -67,7 +68,7 @@ class ChildView:
         return None if self.foreign is None else self.foreign.get(method, frozenset())
 
     def envelope(self, request: dict[str, Any]) -> dict[str, str]:
-        """``stamp`` for a pipe, which sends no headers: the SDK stamp's ``_meta`` was taken once
+        """``stamp`` for a pipe, which sends no headers: the stamp's ``_meta`` was taken once
         (``_envelope_of``) and is copied in, without building the HTTP headers on every call."""
         meta = self.pipe_meta
         if meta is None:
@@ -89,29 +90,30 @@ class ChildView:
         if version not in MODERN_PROTOCOL_VERSIONS:
             # Two handshake-era revisions may differ in result shape: only the same one is raw.
             return cls(client, host_version, version == host_version, False, _handshake(version), None)
-        stamp = getattr(getattr(client, "session", None), "_stamp", None)  # the SDK client's own envelope
+        stamp = getattr(client, "stamp", None)  # the client's own envelope (ChildClient.stamp)
         foreign = {m: later_revision_fields(m, host_version) for m in METHODS}
         if stamp is None or host_version in MODERN_PROTOCOL_VERSIONS:
             return cls(client, host_version, False, True, _no_stamp, None)
-        return cls(client, host_version, True, True, _stamper(stamp), foreign)
+        return cls(client, host_version, True, True, stamp, foreign)
 
     @classmethod
     def _for_modern_host(cls, client: Any, host_version: str) -> ChildView:
-        """A 2026-07-28 host: the request's envelope is replaced by the SDK client's (a 2026 child)
+        """A 2026-07-28 host: the request's envelope is replaced by the client's (a 2026 child)
         or dropped (a handshake-era child); the result gets the fields a 2026 result must carry."""
         if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             return cls(client, host_version, True, False, _handshake(client.protocol_version), None, True)
         if client.protocol_version != host_version:
             return cls(client, host_version, False, True, _no_stamp, None, True)  # two 2026-era revisions
-        stamp = getattr(getattr(client, "session", None), "_stamp", None)
+        stamp = getattr(client, "stamp", None)
         if stamp is None:
             return cls(client, host_version, False, True, _no_stamp, None, True)
-        return cls(client, host_version, True, True, _stamper(stamp), None, True)
+        return cls(client, host_version, True, True, stamp, None, True)
 
 
 def _envelope_of(stamp: Callable[[dict[str, Any]], dict[str, str]]) -> dict[str, Any] | None:
     """The ``_meta`` the stamp puts on a request, if it is the same for every raw method and the
-    stamp touches nothing else (the SDK 2.3 stamp: version, client info, capabilities, log level);
+    stamp touches nothing else (version, client info, capabilities, log level: proxy/negotiate.py's
+    stamp and the SDK 2.3 one);
     None: ``stamp`` must run on each request."""
     seen: dict[str, Any] | None = None
     for method in METHODS:
@@ -138,18 +140,6 @@ def _handshake(version: str) -> Callable[[dict[str, Any]], dict[str, str]]:
     """A handshake-era child: no envelope; over HTTP, the version header its SDK stamp sends."""
     headers = {VERSION_HEADER: version}
     return lambda data: dict(headers)
-
-
-def _stamper(stamp: Callable[[dict[str, Any], Any], None]) -> Callable[[dict[str, Any]], dict[str, str]]:
-    """The SDK client's 2026 stamp: the envelope into the request, the headers (version, method,
-    name, ``Mcp-Param-*``) returned for an HTTP POST."""
-
-    def stamped(data: dict[str, Any]) -> dict[str, str]:
-        opts: dict[str, Any] = {}
-        stamp(data, opts)
-        return dict(opts.get("headers") or {})
-
-    return stamped
 
 
 def envelope_levels(message: dict[str, Any], meta: dict[str, Any], host_version: str | None) -> frozenset[str] | None:

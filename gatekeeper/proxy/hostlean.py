@@ -243,20 +243,17 @@ class LeanHost:
         return {}
 
     async def passthrough(self, method: str, params: Message) -> Any:
-        """Resources, prompts and completion: today's handlers, fed the SDK's typed params."""
-        from mcp import types
-
+        """Resources, prompts and completion: the proxy's handlers take the checked wire params as they are."""
         through = self.proxy.passthrough
-        kinds: dict[str, tuple[Any, Any]] = {
-            "resources/list": (through.list_resources, types.PaginatedRequestParams),
-            "resources/templates/list": (through.list_resource_templates, types.PaginatedRequestParams),
-            "resources/read": (through.read_resource, types.ReadResourceRequestParams),
-            "prompts/list": (through.list_prompts, types.PaginatedRequestParams),
-            "prompts/get": (through.get_prompt, types.GetPromptRequestParams),
-            "completion/complete": (self.proxy.completions.complete, types.CompleteRequestParams),
+        kinds: dict[str, Any] = {
+            "resources/list": through.list_resources,
+            "resources/templates/list": through.list_resource_templates,
+            "resources/read": through.read_resource,
+            "prompts/list": through.list_prompts,
+            "prompts/get": through.get_prompt,
+            "completion/complete": self.proxy.completions.complete,
         }
-        handler, model = kinds[method]
-        return await handler(None, model.model_validate(params))
+        return await kinds[method](params)
 
     def host_call(self, request: Request, version: str) -> HostCall:
         """What the domain reads of this request; who asked comes from the envelope or ``initialize``."""

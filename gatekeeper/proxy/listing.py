@@ -5,25 +5,24 @@ changed; each exposed tool is checked against its pinned definition in the store
 server is left out of the host's listing, not fatal; only when every server fails is the
 listing an error.
 
-The SDK client gives pydantic ``Tool`` models; they become plain wire dicts here, at the edge,
-with exactly the dump pin digests were always taken of (``wire_tool``), so the catalog and the
-pins never see a model and a digest is byte for byte what it was.
+A server's listing comes as raw wire dicts (proxy/childface.py); each tool is kept as exactly
+the dump pin digests were always taken of (the SDK's ``Tool`` dumped, rebuilt without it by
+proxy/tooldef.py), so a digest is byte for byte what it was.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import anyio
-from mcp import Client, MCPError, types
-from mcp.server import ServerRequestContext
 
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Catalog, definition
+from gatekeeper.proxy.childface import Json, RpcError
 from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
-from gatekeeper.proxy.mcpwire import Tool
+from gatekeeper.proxy.mcpwire import INTERNAL_ERROR, Tool
+from gatekeeper.proxy.tooldef import tool_dump
 from gatekeeper.store import events as ev
 
 log = logging.getLogger("gatekeeper.proxy")
@@ -48,9 +47,15 @@ class ToolListing:
             tools: dict[str, Tool] = {}
             cursor = None
             while True:
-                page = await downstream.call(_page(cursor))
-                tools.update({t.name: wire_tool(t) for t in page.tools})
-                if (cursor := page.next_cursor) is None:
+                page = await downstream.request("tools/list", None if cursor is None else {"cursor": cursor})
+                listed = page.get("tools")
+                if not isinstance(listed, list):
+                    raise ListingError(f"its tools/list answer has no list of tools: {cut_repr(page)}")
+                version = downstream.client.protocol_version if downstream.client else None
+                for raw in listed:
+                    tool = cast(Tool, _dumped(raw, version))
+                    tools[tool["name"]] = tool
+                if (cursor := _cursor(page)) is None:
                     break
             self.catalog.listed[downstream.name] = tools
             definitions = {name: definition(tool) for name, tool in self.catalog.exposed_of(downstream.name).items()}
@@ -65,11 +70,10 @@ class ToolListing:
         if self.listed_generation.get(downstream.name) != downstream.generation:
             await self.refresh(downstream)
 
-    async def list_tools(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> dict[str, Any]:
+    async def list_tools(self, ctx: Any = None, params: Any = None) -> dict[str, Any]:
         """Every healthy server's tools. A broken server is logged and recorded, not fatal: its tools
-        answer with why it is not available. Only when no server works is the listing an error."""
+        answer with why it is not available. Only when no server works is the listing an error.
+        ``ctx`` and ``params`` are unused: one page holds every tool (the host side passes its own)."""
         problems: dict[str, str] = {}
 
         async def one(downstream: Downstream) -> None:
@@ -77,14 +81,14 @@ class ToolListing:
                 await self.ensure(downstream)
             except (DownstreamUnavailable, DownstreamGone) as exc:
                 problems[downstream.name] = str(exc)
-            except MCPError as exc:
+            except (RpcError, ListingError) as exc:
                 problems[downstream.name] = f"downstream server '{downstream.name}' failed to list its tools: {exc}"
 
         async with anyio.create_task_group() as tg:
             for downstream in self.downstreams.values():
                 tg.start_soon(one, downstream)
         if problems and len(problems) == len(self.downstreams):
-            raise MCPError(types.INTERNAL_ERROR, "\n".join(problems[name] for name in sorted(problems)))
+            raise RpcError(INTERNAL_ERROR, "\n".join(problems[name] for name in sorted(problems)))
         await self._report_missing(problems)
         tools = [t for t in self.catalog.host_tools() if self._server_of(t) not in problems]
         return {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": "complete"}  # as ListToolsResult
@@ -109,11 +113,26 @@ class ToolListing:
         )
 
 
-def _page(cursor: str | None) -> Callable[[Client], Awaitable[types.ListToolsResult]]:
-    """One ``tools/list`` page request, bound to its cursor now (not when the loop has moved on)."""
-    return lambda client: client.list_tools(cursor=cursor)
+class ListingError(Exception):
+    """A server's listing is not one the SDK client would have taken (the message says what)."""
 
 
-def wire_tool(tool: types.Tool) -> Tool:
-    """A listed tool as its wire dict: the one dump pin digests are taken of (proxy/catalog.py)."""
-    return cast(Tool, tool.model_dump(mode="json", by_alias=True, exclude_none=True))
+def cut_repr(value: Any, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _dumped(raw: Any, version: str | None) -> Json:
+    """A listed tool as the SDK's ``Tool`` dumps it; one it would refuse fails the listing, as it did."""
+    try:
+        return tool_dump(raw, version)
+    except ValueError as exc:  # pydantic's ValidationError
+        raise ListingError(f"a tool it lists is not a valid MCP tool: {str(exc).splitlines()[0]}") from None
+
+
+def _cursor(page: Json) -> str | None:
+    """The next page's cursor (the SDK's ``nextCursor``: a string, or none)."""
+    cursor = page.get("nextCursor")
+    if cursor is not None and not isinstance(cursor, str):
+        raise ListingError(f"its tools/list answer has a nextCursor that is not a string: {cut_repr(cursor)}")
+    return cursor

@@ -1,7 +1,7 @@
 """The HTTP connection to a ``url`` server: one httpx2 client per connection, pinned and bounded.
 
-``connect`` gives ``Downstream`` the same kind of transport streams ``child_stdio`` gives for a
-child. On the way it reads the headers' secrets from the environment (never logged), resolves the
+``connect`` gives the SDK's ``Client`` (behind proxy/sdkclient.py's adaptor) its transport
+streams. On the way it reads the headers' secrets from the environment (never logged), resolves the
 host once and checks the addresses (``proxy/addresses.py``), and connects only to the address it
 checked, TLS still verifying the URL's host name. ``GuardedTransport`` turns what the SDK would
 either crash on or report vaguely (a refused connection, a timeout, an HTML page, a ``5xx``, a
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 import anyio
 import httpx2
 import orjson
-from mcp import Client, MCPError, types
+from mcp import MCPError, types
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
@@ -36,6 +36,7 @@ from mcp.shared.message import SessionMessage
 from gatekeeper.policy import Server
 from gatekeeper.proxy import early
 from gatekeeper.proxy.addresses import Resolver, Target, resolve, system_resolver
+from gatekeeper.proxy.childface import ChildClient, RpcError
 from gatekeeper.proxy.downstream import DownstreamUnavailable
 from gatekeeper.proxy.httpcarrier import HttpCarrier
 
@@ -92,23 +93,29 @@ def headers_for(name: str, server: Server, environ: dict[str, str] | None = None
     return values
 
 
-def failure(name: str, exc: MCPError) -> Failure | None:
+def _error(exc: MCPError | RpcError) -> tuple[int, str, Any]:
+    """Code, message and data of the SDK's error (the raw carrier's) or ours (proxy/sdkclient.py's)."""
+    if isinstance(exc, MCPError):
+        return exc.error.code, exc.error.message, exc.error.data
+    return exc.code, exc.message, exc.data
+
+
+def failure(name: str, exc: MCPError | RpcError) -> Failure | None:
     """The connection failure behind ``exc``, or None when the server itself answered with an error."""
-    data = exc.error.data
+    _, message, data = _error(exc)
     if isinstance(data, dict) and data.get(_MARKER):
         kind = data[_MARKER]
         return Failure(
-            f"downstream server '{name}' {exc.error.message}",
+            f"downstream server '{name}' {message}",
             reset=kind in ("unreachable", "timeout", "session"),
             session_expired=kind == "session",
         )
-    message = exc.error.message
     if message.startswith(_SDK_FAILURES):
         return Failure(f"downstream server '{name}': {message}", reset=False)
     return None
 
 
-def verdict(name: str, exc: MCPError) -> tuple[str, str, bool]:
+def verdict(name: str, exc: MCPError | RpcError) -> tuple[str, str, bool]:
     """What a call makes of ``exc`` from a url server (``Downstream.call`` on the SDK path; the raw
     fast path copies it): kind, message, and whether the connection is dropped. Kinds: ``server``
     (the server's own error, passed on), ``gone`` (the connection closed), ``retry`` (a session the
@@ -116,9 +123,10 @@ def verdict(name: str, exc: MCPError) -> tuple[str, str, bool]:
     problem = failure(name, exc)
     if problem is not None:
         return ("retry" if problem.session_expired else "unavailable"), problem.message, problem.reset
-    if exc.error.code == -32000 and "closed" in exc.error.message.lower():
-        return "gone", f"downstream server '{name}' stopped during the call: {exc.error.message}", True
-    return "server", exc.error.message, False
+    code, message, _ = _error(exc)
+    if code == -32000 and "closed" in message.lower():
+        return "gone", f"downstream server '{name}' stopped during the call: {message}", True
+    return "server", message, False
 
 
 def renewing(name: str) -> str:
@@ -135,7 +143,7 @@ def timed_out(name: str, timeout: float) -> str:
 
 
 def _kind(exc: BaseException) -> str | None:
-    data = exc.error.data if isinstance(exc, MCPError) else None
+    data = _error(exc)[2] if isinstance(exc, MCPError | RpcError) else None
     return data.get(_MARKER) if isinstance(data, dict) else None
 
 
@@ -149,7 +157,7 @@ def described(exc: BaseException) -> str | None:
     """What went wrong, when ``exc`` is one of this module's errors (a missing secret, the HTTP exchange)."""
     if isinstance(exc, MissingSecret):
         return str(exc)
-    return exc.error.message if isinstance(exc, MCPError) and _kind(exc) else None
+    return _error(exc)[1] if isinstance(exc, MCPError | RpcError) and _kind(exc) else None
 
 
 def carrier(server: Server) -> HttpCarrier:
@@ -157,7 +165,7 @@ def carrier(server: Server) -> HttpCarrier:
     return HttpCarrier(server.timeout, BODY_LIMIT)
 
 
-async def call(downstream: Downstream, client: Client, method: Callable[[Client], Awaitable[T]]) -> T:
+async def call(downstream: Downstream, client: ChildClient, method: Callable[[ChildClient], Awaitable[T]]) -> T:
     """One request to a url server (``Downstream.call``), bounded by the policy's timeout. A session the
     server forgot (it restarted) is replaced once and the request sent again: it never ran there, and
     only reads and allowed calls come here (a proposal's effect never reaches a server)."""
@@ -166,7 +174,7 @@ async def call(downstream: Downstream, client: Client, method: Callable[[Client]
         for attempt in (1, 2):
             try:
                 return await method(client)
-            except MCPError as exc:
+            except RpcError as exc:  # the SDK client's MCPError, as proxy/sdkclient.py gives it
                 kind, message, reset = verdict(name, exc)
                 if kind in ("server", "gone"):
                     raise

@@ -26,6 +26,7 @@ from mcp.server.subscriptions import (
 from pydantic import ValidationError
 
 from gatekeeper import __version__
+from gatekeeper.proxy.childface import RpcError
 from gatekeeper.proxy.hostcall import HostCall
 from gatekeeper.proxy.hostera import INSTRUCTIONS
 from gatekeeper.proxy.hostio import host_stdio
@@ -60,12 +61,14 @@ class SdkHost:
             on_list_tools=cast(Any, proxy.listing.list_tools),
             on_call_tool=cast(Any, self.call_tool),
             on_subscriptions_listen=ListenHandler(cast(Any, self)),
-            on_list_resources=proxy.passthrough.list_resources,
-            on_list_resource_templates=proxy.passthrough.list_resource_templates,
-            on_read_resource=proxy.passthrough.read_resource,
-            on_list_prompts=proxy.passthrough.list_prompts,
-            on_get_prompt=proxy.passthrough.get_prompt,
-            on_completion=proxy.completions.complete,
+            # The rest take the wire params and answer wire dicts too: the SDK's checked params are
+            # dumped back to the wire shape for them.
+            on_list_resources=on_wire(proxy.passthrough.list_resources),
+            on_list_resource_templates=on_wire(proxy.passthrough.list_resource_templates),
+            on_read_resource=on_wire(proxy.passthrough.read_resource),
+            on_list_prompts=on_wire(proxy.passthrough.list_prompts),
+            on_get_prompt=on_wire(proxy.passthrough.get_prompt),
+            on_completion=on_wire(proxy.completions.complete),
             on_set_logging_level=self._set_log_level,
         )
         self.server.middleware.append(self._middleware)
@@ -99,7 +102,7 @@ class SdkHost:
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | ToolAnswer:
+    ) -> ToolAnswer | dict[str, Any]:
         return await self.proxy.call(host_call(ctx), params.name)
 
     async def _middleware(self, ctx: ServerRequestContext[Any], call_next: Callable[..., Awaitable[Any]]) -> Any:
@@ -116,6 +119,8 @@ class SdkHost:
             return result
         except MCPError:
             raise
+        except RpcError as exc:  # the proxy's own JSON-RPC error (proxy/childface.py), as the SDK's
+            raise MCPError(exc.code, exc.message, exc.data) from None
         except ValidationError as exc:  # the host sent params of the wrong shape
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors())
             raise MCPError(types.INVALID_PARAMS, f"invalid params for {ctx.method}: {problems}") from None
@@ -124,6 +129,17 @@ class SdkHost:
             raise MCPError(
                 types.INTERNAL_ERROR, f"Gatekeeper internal error in {ctx.method}; details are in its log"
             ) from None
+
+
+def on_wire(handler: Callable[[Any], Awaitable[Any]]) -> Any:
+    """A handler of wire params, registered on the SDK server (which hands it its params model)."""
+
+    async def registered(ctx: ServerRequestContext[Any], params: Any) -> Any:
+        return await handler(
+            None if params is None else params.model_dump(mode="json", by_alias=True, exclude_none=True)
+        )
+
+    return registered
 
 
 def host_call(ctx: ServerRequestContext[Any]) -> HostCall:

@@ -15,9 +15,6 @@ from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import anyio
-from mcp import MCPError, types
-from mcp.types import RequestParamsMeta
-from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from gatekeeper import __version__
 from gatekeeper.canonical import new_id
@@ -27,6 +24,7 @@ from gatekeeper.proxy import eras, wire
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Catalog, Route
 from gatekeeper.proxy.childera import MATCH, HostEra
+from gatekeeper.proxy.childface import Json, RpcError
 from gatekeeper.proxy.completion import Completions, offers_completions
 from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
 from gatekeeper.proxy.eras import ChildView
@@ -34,7 +32,7 @@ from gatekeeper.proxy.fastpath import FastPath
 from gatekeeper.proxy.hostcall import HostCall
 from gatekeeper.proxy.listchanges import Changed, ListChanges
 from gatekeeper.proxy.listing import ToolListing
-from gatekeeper.proxy.mcpwire import LEVELS, ToolAnswer, tool_error
+from gatekeeper.proxy.mcpwire import LEVELS, MODERN_PROTOCOL_VERSIONS, ToolAnswer, tool_error
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
 from gatekeeper.proxy.proposing import Proposer, unreachable
 from gatekeeper.proxy.status import proposal_status
@@ -200,31 +198,39 @@ class Proxy:
         log.info("%s %s", kind, payload.get("server"))
         await self.audit.event(kind, payload)
 
-    async def _on_child_log(self, downstream: Downstream, params: types.LoggingMessageNotificationParams) -> None:
-        call, session = self.active.get(downstream.name), self.host
-        if session is None or params.level not in (self.log_levels() or LEVELS):
+    async def _on_child_log(self, downstream: Downstream, params: Json) -> None:
+        """A child's ``notifications/message`` params (a valid level and data: proxy/childrpc.py checked),
+        to the host as the log of the call in flight on that server, if any."""
+        call, session, level = self.active.get(downstream.name), self.host, params.get("level")
+        if session is None or level not in (self.log_levels() or LEVELS):
             return
+        logger = params.get("logger")
         try:
             await session.send_log_message(
-                params.level, params.data, params.logger, related_request_id=call.request_id if call else None
+                level,
+                params.get("data"),
+                logger if isinstance(logger, str) else None,
+                related_request_id=call.request_id if call else None,
             )
         except Exception:  # the host may be gone; a log line is not worth failing for
             log.debug("could not forward a log message from %s", downstream.name, exc_info=True)
 
-    async def _on_child_message(self, downstream: Downstream, message: Any) -> None:
+    async def _on_child_message(self, downstream: Downstream, message: Json | Exception) -> None:
+        """A child's notification (``{"method", "params"}``), or a url server's transport problem."""
         if isinstance(message, Exception):
             log.warning("%s: transport problem: %s", downstream.name, message)
             return
+        method = message.get("method")
         try:
-            if isinstance(message, types.ToolListChangedNotification):
+            if method == "notifications/tools/list_changed":
                 await self.listing.refresh(downstream)
                 await self._notify_host("tools")
-            elif isinstance(message, types.ResourceListChangedNotification):
+            elif method == "notifications/resources/list_changed":
                 await self._notify_host("resources")
-            elif isinstance(message, types.PromptListChangedNotification):
+            elif method == "notifications/prompts/list_changed":
                 await self._notify_host("prompts")
         except Exception:
-            log.warning("could not handle %s from %s", type(message).__name__, downstream.name, exc_info=True)
+            log.warning("could not handle %s from %s", method, downstream.name, exc_info=True)
 
     async def _notify_host(self, what: Changed) -> None:
         """2026 hosts hear it on their listen stream; 2025 hosts get the plain notification."""
@@ -240,12 +246,12 @@ class Proxy:
 
     # -- tools -----------------------------------------------------------------------------------
 
-    async def call(self, call: HostCall, name: str) -> types.CallToolResult | ToolAnswer:
+    async def call(self, call: HostCall, name: str) -> ToolAnswer | Json:
         """A ``tools/call`` whose params passed the surface check (``call.params`` is the wire object)."""
         arguments = call.params.get("arguments")  # the parsed wire object: no coercion
         try:
             return await self._call_tool(call, name, arguments)
-        except MCPError:
+        except RpcError:  # the child's own error answer: the host gets it as it is
             raise
         except DatabaseUnreachable as exc:  # a team's database server went away: say so, no traceback
             log.warning("tools/call %s: %s", cut(name), exc)
@@ -254,7 +260,7 @@ class Proxy:
             log.exception("tools/call %s failed", cut(name))
             return tool_error(f"Gatekeeper hit an internal error handling {name!r}; details are in its log.")
 
-    async def _call_tool(self, call: HostCall, name: str, arguments: Any) -> types.CallToolResult | ToolAnswer:
+    async def _call_tool(self, call: HostCall, name: str, arguments: Any) -> ToolAnswer | Json:
         if name == RESERVED_TOOL:
             return await proposal_status(self.proposer.database, arguments)
         route = self.catalog.route(name)
@@ -284,21 +290,17 @@ class Proxy:
             return await self.proposer.propose(call, route, arguments)
         return await self._forward(call, downstream, route, arguments)
 
-    async def _forward(
-        self, call: HostCall, downstream: Downstream, route: Route, arguments: Any
-    ) -> types.CallToolResult | ToolAnswer:
+    async def _forward(self, call: HostCall, downstream: Downstream, route: Route, arguments: Any) -> ToolAnswer | Json:
         meta = {k: v for k, v in call.meta.items() if not k.startswith(_HOST_META) and k not in _PROGRESS_KEYS}
 
+        params: Json = {"name": route.tool}
+        if arguments is not None:
+            params["arguments"] = arguments
+        if meta:
+            params["_meta"] = meta
         self.active[route.server] = call
         try:
-            result = await downstream.call(
-                lambda c: c.session.call_tool(
-                    route.tool,
-                    arguments,
-                    meta=cast(RequestParamsMeta, meta) if meta else None,
-                    progress_callback=cast(Any, call.report),
-                )
-            )
+            result = await downstream.request("tools/call", params, cast(Any, call.report))
         except DownstreamGone as exc:
             return tool_error(f"{exc}. It will be restarted on the next call.")
         except DownstreamUnavailable as exc:

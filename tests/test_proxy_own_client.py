@@ -1,6 +1,6 @@
-"""The proxy with ``GATEKEEPER_PROXY=lean``: our own client toward stdio children (proxy/leanclient.py
-over childrpc/negotiate) behind the same host-facing behaviour. ``make test-proxy-lean`` runs every
-proxy test this way; this one keeps the switch covered in the default run."""
+"""The proxy's own client toward stdio children (proxy/stdioclient.py over childrpc/negotiate), the
+only one there is: calls, exact big integers, progress, and a child dying mid-call then started again,
+in both eras, with the proxy's log saying which client served each life."""
 
 from __future__ import annotations
 
@@ -21,10 +21,7 @@ def text(result: types.CallToolResult) -> str:
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_calls_progress_and_a_dying_child_through_our_own_client(
-    tmp_path: Path, home: Home, mode: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("GATEKEEPER_PROXY", "lean")
+async def test_calls_progress_and_a_dying_child_through_our_own_client(tmp_path: Path, home: Home, mode: str) -> None:
     policy = write_policy(tmp_path, probe=True)
     (tmp_path / "workspace" / "notes" / "seed.md").write_text("seeded\n")
     reports: list[float] = []
