@@ -5,6 +5,7 @@ the switch covered in the default run: a few raw-host cases, and the official cl
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,18 @@ from mcp import types
 
 from gatekeeper.home import Home
 from tests.helpers import await_until
-from tests.host_contract_support import play, raw_proxy
-from tests.proxy_support import proxied, write_policy
+from tests.host_contract_support import (
+    Answer,
+    Send,
+    handshake,
+    initialize,
+    modern,
+    notification,
+    play,
+    raw_proxy,
+    request,
+)
+from tests.proxy_support import proxied, proxy_params, write_policy
 from tests.test_proxy_host_contract import CASES
 
 LEAN_MARK = "host side: lean"
@@ -67,3 +78,86 @@ async def test_the_official_client_lists_and_calls_through_our_own_host_side(
         await p.call_tool("probe__steps", {"n": 3}, progress_callback=progress)
         await await_until(lambda: len(reports) == 3, 10, "three progress reports")
     assert served_lean(home)
+
+
+ORACLE_MARK = "checked by the SDK's validator"
+"""What the proxy logs when it hands a request's params to the SDK's models (proxy/hostparams.py)."""
+
+
+@pytest.mark.timeout(120)
+def test_a_normal_session_never_asks_the_sdks_models_and_bad_params_do(
+    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """initialize, tools/list and tools/call (both eras, our own tool and a child's) are checked by
+    our own rules; only params they cannot vouch for go to the SDK's validator, with today's text."""
+    monkeypatch.setenv("GATEKEEPER_PROXY_HOST", "lean")
+    status = {"name": "gatekeeper_proposal_status", "arguments": {"proposal_id": "nope"}}
+    read = {"name": "notes__read_note", "arguments": {"path": "notes/x.md"}}
+    normal = [
+        *handshake(),
+        Send(request(1, "tools/list")),
+        Send(request(2, "tools/call", status)),
+        Send(request(3, "tools/call", read)),
+        Answer(1),
+        Answer(2),
+        Answer(3),
+    ]
+    with raw_proxy(tmp_path, home.path) as proxy:
+        transcript = play(proxy, tmp_path, normal)
+        assert len(transcript) == 4 and all("result" in m for m in transcript), transcript
+        assert served_lean(home) and ORACLE_MARK not in proxy_log(home)
+        play(proxy, tmp_path, [Send(request(4, "tools/call", {"name": 5})), Answer(4)])
+        assert proxy.lines[-1] and json.loads(proxy.lines[-1])["error"] == {
+            "code": -32602,
+            "message": "invalid params for tools/call: params.name: Input should be a valid string",
+        }
+        assert ORACLE_MARK in proxy_log(home)
+    with raw_proxy(tmp_path / "modern", home.path) as proxy:
+        play(proxy, tmp_path, [Send(modern(1, "server/discover")), Send(modern(2, "tools/list")), Answer(1), Answer(2)])
+        play(proxy, tmp_path, [Send(modern(3, "tools/call", status)), Answer(3)])
+    assert proxy_log(home).count(ORACLE_MARK) == 1
+
+
+def proxy_log(home: Home) -> str:
+    return (home.log_dir / "proxy.log").read_text(encoding="utf-8")
+
+
+@pytest.mark.timeout(60)
+def test_regular_files_as_stdin_and_stdout_are_served_by_our_own_host_side(
+    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No event loop can watch a regular file: stdin is read in a thread, stdout written blocking,
+    and the lean host still serves (before, a file sent it back to the SDK host). The input ends at
+    once, so a request still in flight then may be answered -32000, as the SDK host answers it."""
+    monkeypatch.setenv("GATEKEEPER_PROXY_HOST", "lean")
+    params = proxy_params(write_policy(tmp_path), home.path)
+    lines = [
+        initialize("init"),
+        notification("notifications/initialized"),
+        request(1, "tools/list"),
+        request(2, "tools/call", {"name": 5}),
+    ]
+    requests = tmp_path / "in.jsonl"
+    requests.write_bytes(b"".join(json.dumps(line).encode() + b"\n" for line in lines) + b"{oops\n")
+    answers = tmp_path / "out.jsonl"
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        subprocess.run(
+            [params.command, *params.args],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.DEVNULL,
+            env={**params.env, "PATH": "/usr/bin:/bin"},  # type: ignore[dict-item]
+            cwd=params.cwd,
+            timeout=30,
+            check=True,
+        )
+    by_id = {m.get("id"): m for m in map(json.loads, answers.read_bytes().splitlines())}
+    assert by_id["init"]["result"]["serverInfo"]["name"] == "gatekeeper"
+    closed = {"code": -32000, "message": "Connection closed"}
+    assert by_id[1].get("error") == closed or any(t["name"] == "notes__read_note" for t in by_id[1]["result"]["tools"])
+    assert by_id[2]["error"] in (
+        closed,
+        {"code": -32602, "message": "invalid params for tools/call: params.name: Input should be a valid string"},
+    )
+    assert by_id[None]["error"]["code"] == -32700
+    assert len(by_id) == 4 and served_lean(home)

@@ -7,10 +7,10 @@ for a line it is unsure of) -> ``hostera.Connection`` (era lock, envelope rungs,
 result shaped per era (``hostera.shape_result``) -> ``HostOut``, the one writer of stdout.
 
 The fast path (``proxy/fastpath.py``) still takes its lines first, as on the SDK host; a
-``LeanSession`` stands in for the SDK's session where ``Proxy`` and the fast path read it. Not yet
-here: own params checks (the SDK's surface models check them, imported on the first request),
-stdio that is a regular file (the SDK host serves it), and dropping the SDK imports of run.py
-and server.py, without which start-up costs what it did.
+``LeanSession`` stands in for the SDK's session where ``Proxy`` and the fast path read it.
+Params are checked by our own rules (``hostparams``; the SDK's models only for what they cannot
+vouch for). Not yet here: dropping the SDK imports of run.py and server.py, without which
+start-up costs what it did.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from gatekeeper.proxy import wireparse
 from gatekeeper.proxy.hostcall import HostCall
 from gatekeeper.proxy.hostera import Connection, Rejection, discover_result, initialize_result, shape_result
 from gatekeeper.proxy.hostio import HostIn, HostOut, lean_stdio
+from gatekeeper.proxy.hostparams import check_params
 from gatekeeper.proxy.hostrpc import HostRpc, Message, Request, RpcError, correlation_key, valid_id
 
 if TYPE_CHECKING:
@@ -100,22 +101,6 @@ class LeanSession:
 
 def rejected(rejection: Rejection) -> RpcError:
     return RpcError(rejection.code, rejection.message, rejection.data)
-
-
-def check_params(method: str, version: str, params: Message | None) -> None:
-    """The SDK's surface check of a request's params, with the SDK server's -32602/-32601 answers.
-
-    Lazily imported: the SDK's models are what today's refusal texts come from."""
-    from mcp_types.methods import validate_client_request
-    from pydantic import ValidationError
-
-    try:
-        validate_client_request(method, version, params)
-    except KeyError:
-        raise RpcError(w.METHOD_NOT_FOUND, "Method not found", method) from None
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors())
-        raise RpcError(w.INVALID_PARAMS, f"invalid params for {method}: {problems}") from None
 
 
 def dumped(result: Any) -> Message:

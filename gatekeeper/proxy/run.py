@@ -56,7 +56,7 @@ def expected_warnings() -> None:
 
 
 def serve_stdio(policy: Policy, home: Home, *, mode: str = "match") -> None:
-    from gatekeeper.proxy.hostio import host_stdio
+    from gatekeeper.proxy.sdkstdio import host_stdio
     from gatekeeper.proxy.server import Proxy
 
     _logging(home)
@@ -85,13 +85,11 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "match") -> None:
 
 def lean_host() -> bool:
     """``GATEKEEPER_PROXY_HOST=lean``: serve the host without the SDK server (proxy/hostlean.py; issue 12,
-    step 3, in progress). Only over pipes or sockets; anything else keeps the SDK host (``sdk``, the default)."""
-    from gatekeeper.proxy.hostio import pollable
-
+    step 3, in progress); ``sdk`` (the default) keeps the SDK server."""
     asked = os.environ.get("GATEKEEPER_PROXY_HOST", "sdk").strip().lower()
     if asked not in ("sdk", "lean"):
         logging.getLogger("gatekeeper.proxy").warning("GATEKEEPER_PROXY_HOST=%s is not sdk or lean; using sdk", asked)
-    return asked == "lean" and pollable(0) and pollable(1)
+    return asked == "lean"
 
 
 LOOPS = ("uvloop", "asyncio")
