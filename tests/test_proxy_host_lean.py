@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import types
 
 from gatekeeper.home import Home
-from tests.helpers import await_until
+from gatekeeper.proxy.hostlean import LISTEN_LIMIT
+from tests.helpers import await_until, wait_until
 from tests.host_contract_support import (
     Answer,
     Send,
@@ -24,8 +27,9 @@ from tests.host_contract_support import (
     raw_proxy,
     request,
 )
-from tests.proxy_support import proxied, proxy_params, write_policy
+from tests.proxy_support import REPO, proxied, proxy_params, write_policy
 from tests.test_proxy_host_contract import CASES
+from tests.test_proxy_wire import RawProxy
 
 LEAN_MARK = "host side: lean"
 """What the proxy logs when it serves the host itself: proof the switch took effect."""
@@ -161,3 +165,80 @@ def test_regular_files_as_stdin_and_stdout_are_served_by_our_own_host_side(
     )
     assert by_id[None]["error"]["code"] == -32700
     assert len(by_id) == 4 and served_lean(home)
+
+
+GATED_NOTES = """
+version: 1
+servers:
+  notes:
+    command: /bin/sh
+    args: ["-c", "until [ -e {gate} ]; do /bin/sleep 0.05; done; exec {py} -m gatekeeper.demo.notes_server {ws}"]
+    workspace: {workspace}
+    env: {{PYTHONPATH: "{repo}"}}
+    tools:
+      read_note: allow
+"""
+
+
+@pytest.mark.timeout(120)
+def test_completions_are_advertised_or_not_once_per_connection(
+    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notes server (which offers completions) starts only once the test opens its gate, after the
+    first server/discover gave up waiting for it: a later discover on the same connection must not
+    change its answer (a host reads capabilities once; the answer is the connection's, not the moment's)."""
+    monkeypatch.setenv("GATEKEEPER_PROXY_HOST", "lean")
+    workspace, gate = tmp_path / "workspace", tmp_path / "gate"
+    (workspace / "notes").mkdir(parents=True)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(GATED_NOTES.format(gate=gate, py=sys.executable, workspace=workspace, ws=workspace, repo=REPO))
+    proxy = RawProxy(policy, home.path)
+    try:
+        proxy.send(modern("d1", "server/discover"))
+        first = proxy.wait_for("d1", timeout=30)["result"]["capabilities"]
+        assert "completions" not in first  # nobody offered them within the wait
+        gate.touch()
+        listed: list[str] = []
+
+        def notes_listed() -> bool:
+            rid = f"l{len(listed)}"
+            listed.append(rid)
+            proxy.send(modern(rid, "tools/list"))
+            tools = proxy.wait_for(rid, timeout=30)["result"]["tools"]
+            return any(tool["name"] == "read_note" for tool in tools)  # one server: no prefix
+
+        wait_until(notes_listed, 30, "the notes server is up")
+        proxy.send(modern("d2", "server/discover"))
+        assert proxy.wait_for("d2", timeout=30)["result"]["capabilities"] == first
+    finally:
+        proxy.close()
+    assert served_lean(home)
+
+
+@pytest.mark.timeout(120)
+def test_a_host_holds_at_most_the_sdks_number_of_listen_streams(
+    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1024 open listen streams (the SDK's ``ListenHandler`` limit) are acknowledged; one more is
+    refused -32603 before any ack, as the SDK server refused it; the ack echoes resource URIs asked for."""
+    monkeypatch.setenv("GATEKEEPER_PROXY_HOST", "lean")
+    wanted = {"toolsListChanged": True, "promptsListChanged": False, "resourceSubscriptions": ["note://a"]}
+    with raw_proxy(tmp_path, home.path) as proxy:
+        for n in range(LISTEN_LIMIT):
+            proxy.send(modern(n, "subscriptions/listen", {"notifications": wanted}))
+        proxy.send(modern("over", "subscriptions/listen", {"notifications": wanted}))
+        refused = proxy.wait_for("over", timeout=60)
+        acks = wait_until(lambda: all_acknowledged(proxy.lines), 60, "an ack for every stream under the limit")
+    assert acks is not None
+    assert refused["error"] == {"code": -32603, "message": "Subscription limit reached"}
+    assert {json.dumps(a["notifications"], sort_keys=True) for a in acks} == {
+        json.dumps({"toolsListChanged": True, "resourceSubscriptions": ["note://a"]}, sort_keys=True)
+    }
+    assert sorted(a["_meta"]["io.modelcontextprotocol/subscriptionId"] for a in acks) == list(range(LISTEN_LIMIT))
+
+
+def all_acknowledged(lines: list[bytes]) -> list[dict[str, Any]] | None:
+    """The acks' params once there are ``LISTEN_LIMIT`` of them (None before)."""
+    found = [json.loads(line) for line in list(lines)]
+    acks = [m["params"] for m in found if m.get("method") == "notifications/subscriptions/acknowledged"]
+    return acks if len(acks) == LISTEN_LIMIT else None

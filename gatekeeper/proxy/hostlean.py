@@ -19,7 +19,6 @@ import json
 import logging
 import sys
 from collections.abc import AsyncIterator
-from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import anyio
@@ -54,6 +53,25 @@ LISTENED: Final = {
     "PromptsListChanged": ("promptsListChanged", "notifications/prompts/list_changed"),
 }
 """The proxy's bus events (``Proxy.bus``): the listen filter key that asks for each, and its notification."""
+
+
+LISTEN_LIMIT: Final = 1024
+"""Listen streams one host may hold open at once (the SDK's ``ListenHandler`` default); more: -32603."""
+LISTEN_BACKLOG: Final = 1024
+"""Events waiting for a host that does not read its listen stream; at the cap the stream ends (as the SDK's)."""
+TRUE_WORDS: Final = frozenset({"1", "true", "t", "yes", "y", "on"})
+"""What the SDK's lax bool reads as true (a listen filter the SDK's validator let through)."""
+
+
+def honoured_filter(asked: Any) -> Message:
+    """The listen filter the ack echoes: each requested kind, true; resource URIs as given (the SDK's
+    ``_honored_subset``; whether an event ever fires depends on what the proxy publishes)."""
+    asked = asked if isinstance(asked, dict) else {}
+    out: Message = {key: True for key, _ in LISTENED.values() if str(asked.get(key)).lower() in TRUE_WORDS}
+    uris = asked.get("resourceSubscriptions")
+    if uris:
+        out["resourceSubscriptions"] = list(uris)
+    return out
 
 
 def notice(method: str, params: Message | None = None) -> Message:
@@ -121,6 +139,9 @@ class LeanHost:
         self.client_info: Any = None  # from initialize (a handshake-era host); never trusted
         self.client_capabilities: Any = None
         self.rpc = HostRpc(self.send, self.on_request, self.on_notify)
+        self.listening: set[Any] = set()  # the open listen streams' event inboxes
+        self.completions: bool | None = None  # advertised or not: decided by the first initialize/discover
+        self.deciding = anyio.Lock()
         proxy.host = LeanSession(self)
 
     async def send(self, message: Message) -> None:
@@ -183,14 +204,11 @@ class LeanHost:
         proxy = self.proxy
         if method == "initialize":
             self.client_info, self.client_capabilities = params.get("clientInfo"), params.get("capabilities")
-            result = initialize_result(params["protocolVersion"], completions=True)
-            await proxy.completions.advertise(result)
+            result = initialize_result(params["protocolVersion"], completions=await self.completions_offered())
             self.connection.initialized(params["protocolVersion"])
             return result
         if method == "server/discover":
-            result = discover_result(completions=True)
-            await proxy.completions.advertise(result)
-            return result
+            return discover_result(completions=await self.completions_offered())
         if method == "ping":
             return {}
         if method == "logging/setLevel":
@@ -205,27 +223,49 @@ class LeanHost:
         return dumped(await self.passthrough(method, params))
 
     async def listen(self, request: Request) -> Message:
-        """A 2026-07-28 listen stream: acknowledged, then the asked-for list changes, until cancelled."""
-        asked = (request.params or {}).get("notifications")
-        wanted = {key: True for key, _ in LISTENED.values() if isinstance(asked, dict) and asked.get(key) is True}
+        """A 2026-07-28 listen stream: acknowledged, then the asked-for list changes, until cancelled
+        (or its backlog is full: the host listens again and lists again; nothing is replayed)."""
+        if len(self.listening) >= LISTEN_LIMIT:
+            raise RpcError(w.INTERNAL_ERROR, "Subscription limit reached")
+        honoured = honoured_filter((request.params or {}).get("notifications"))
         tag = {w.SUBSCRIPTION_ID_META_KEY: request.id}
-        events_in, events_out = anyio.create_memory_object_stream[str](64)
+        events_in, events_out = anyio.create_memory_object_stream[str](LISTEN_BACKLOG)
 
         def heard(event: Any) -> None:
-            with suppress(anyio.WouldBlock):  # 64 changes unread: the host will list again anyway
+            try:
                 events_in.send_nowait(type(event).__name__)
+            except anyio.WouldBlock:
+                log.warning("listen stream %r backlog full; ending the stream", request.id)
+                self.listening.discard(events_in)
+                events_in.close()
+            except anyio.ClosedResourceError:
+                pass
 
         unsubscribe = self.proxy.bus.subscribe(heard)
+        self.listening.add(events_in)
         try:
-            await self.send(notice("notifications/subscriptions/acknowledged", {"notifications": wanted, "_meta": tag}))
+            await self.send(
+                notice("notifications/subscriptions/acknowledged", {"notifications": honoured, "_meta": tag})
+            )
             async for name in events_out:
                 key, method = LISTENED.get(name, ("", ""))
-                if key in wanted:
+                if key in honoured:
                     await self.send(notice(method, {"_meta": tag}))
         finally:
             unsubscribe()
+            self.listening.discard(events_in)
             events_in.close()
-        return {}
+        return {"_meta": tag}
+
+    async def completions_offered(self) -> bool:
+        """Whether this connection's ``initialize``/``server/discover`` answers advertise completions:
+        decided once (the first such request waits for the children to settle), then the same."""
+        async with self.deciding:
+            if self.completions is None:
+                probe: Message = {"capabilities": {"completions": {}}}
+                await self.proxy.completions.advertise(probe)
+                self.completions = "completions" in probe["capabilities"]
+            return self.completions
 
     async def passthrough(self, method: str, params: Message) -> Any:
         """Resources, prompts and completion: today's handlers, fed the SDK's typed params."""
