@@ -82,7 +82,7 @@ def write_policy(
 
 SWITCHES = ("GATEKEEPER_PROXY", "GATEKEEPER_PROXY_HOST")
 """Switches a test run passes on to the proxy (``GATEKEEPER_PROXY=lean``: our own client toward children;
-``GATEKEEPER_PROXY_HOST=lean``: our own host side, proxy/hostlean.py)."""
+``GATEKEEPER_PROXY_HOST=sdk``: the SDK's server toward the host instead of our own, proxy/hostlean.py)."""
 
 
 def switched() -> dict[str, str]:

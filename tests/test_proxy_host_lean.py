@@ -1,6 +1,8 @@
-"""The proxy with ``GATEKEEPER_PROXY_HOST=lean``: our own host side (proxy/hostlean.py) instead of the SDK
-server. Running tests/test_proxy_host_contract.py with the switch set holds every case; this file keeps
-the switch covered in the default run: a few raw-host cases, and the official client as the host."""
+"""Our own host side (proxy/hostlean.py), the proxy's default, and ``GATEKEEPER_PROXY_HOST=sdk``, the SDK
+server kept as the fallback for now. tests/test_proxy_host_contract.py holds every recorded case under
+the default; here each test also proves from the proxy's log which host served: a few raw-host cases,
+the official client as the host, our own params checks, stdio as files, completions and listen limits,
+and the fallback still serving when asked for."""
 
 from __future__ import annotations
 
@@ -35,6 +37,10 @@ LEAN_MARK = "host side: lean"
 """What the proxy logs when it serves the host itself: proof the switch took effect."""
 
 
+SDK_MARK = "host side: sdk"
+"""What the proxy logs when the SDK's server serves the host (``GATEKEEPER_PROXY_HOST=sdk``)."""
+
+
 def served_lean(home: Home) -> bool:
     log = home.log_dir / "proxy.log"
     return log.exists() and LEAN_MARK in log.read_text(encoding="utf-8")
@@ -47,7 +53,7 @@ def served_lean(home: Home) -> bool:
 def test_a_raw_host_gets_todays_answers_from_our_own_host_side(
     name: str, tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("GATEKEEPER_PROXY_HOST", "lean")
+    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
     case = CASES[name]
     with raw_proxy(tmp_path, home.path) as proxy:
         transcript = play(proxy, tmp_path, case.steps)
@@ -64,7 +70,7 @@ def test_a_raw_host_gets_todays_answers_from_our_own_host_side(
 async def test_the_official_client_lists_and_calls_through_our_own_host_side(
     tmp_path: Path, home: Home, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("GATEKEEPER_PROXY_HOST", "lean")
+    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
     policy = write_policy(tmp_path, probe=True)
     (tmp_path / "workspace" / "notes" / "seed.md").write_text("seeded\n")
     reports: list[float] = []
@@ -94,7 +100,7 @@ def test_a_normal_session_never_asks_the_sdks_models_and_bad_params_do(
 ) -> None:
     """initialize, tools/list and tools/call (both eras, our own tool and a child's) are checked by
     our own rules; only params they cannot vouch for go to the SDK's validator, with today's text."""
-    monkeypatch.setenv("GATEKEEPER_PROXY_HOST", "lean")
+    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
     status = {"name": "gatekeeper_proposal_status", "arguments": {"proposal_id": "nope"}}
     read = {"name": "notes__read_note", "arguments": {"path": "notes/x.md"}}
     normal = [
@@ -133,7 +139,7 @@ def test_regular_files_as_stdin_and_stdout_are_served_by_our_own_host_side(
     """No event loop can watch a regular file: stdin is read in a thread, stdout written blocking,
     and the lean host still serves (before, a file sent it back to the SDK host). The input ends at
     once, so a request still in flight then may be answered -32000, as the SDK host answers it."""
-    monkeypatch.setenv("GATEKEEPER_PROXY_HOST", "lean")
+    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
     params = proxy_params(write_policy(tmp_path), home.path)
     lines = [
         initialize("init"),
@@ -187,7 +193,7 @@ def test_completions_are_advertised_or_not_once_per_connection(
     """The notes server (which offers completions) starts only once the test opens its gate, after the
     first server/discover gave up waiting for it: a later discover on the same connection must not
     change its answer (a host reads capabilities once; the answer is the connection's, not the moment's)."""
-    monkeypatch.setenv("GATEKEEPER_PROXY_HOST", "lean")
+    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
     workspace, gate = tmp_path / "workspace", tmp_path / "gate"
     (workspace / "notes").mkdir(parents=True)
     policy = tmp_path / "policy.yaml"
@@ -221,7 +227,7 @@ def test_a_host_holds_at_most_the_sdks_number_of_listen_streams(
 ) -> None:
     """1024 open listen streams (the SDK's ``ListenHandler`` limit) are acknowledged; one more is
     refused -32603 before any ack, as the SDK server refused it; the ack echoes resource URIs asked for."""
-    monkeypatch.setenv("GATEKEEPER_PROXY_HOST", "lean")
+    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
     wanted = {"toolsListChanged": True, "promptsListChanged": False, "resourceSubscriptions": ["note://a"]}
     with raw_proxy(tmp_path, home.path) as proxy:
         for n in range(LISTEN_LIMIT):
@@ -242,3 +248,15 @@ def all_acknowledged(lines: list[bytes]) -> list[dict[str, Any]] | None:
     found = [json.loads(line) for line in list(lines)]
     acks = [m["params"] for m in found if m.get("method") == "notifications/subscriptions/acknowledged"]
     return acks if len(acks) == LISTEN_LIMIT else None
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["initialize-2025-11-25-then-ping", "tools-list-2026"])
+def test_the_sdk_server_still_serves_when_asked_for(
+    name: str, tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GATEKEEPER_PROXY_HOST", "sdk")
+    case = CASES[name]
+    with raw_proxy(tmp_path, home.path) as proxy:
+        assert play(proxy, tmp_path, case.steps) == case.transcript
+    assert SDK_MARK in proxy_log(home) and not served_lean(home)

@@ -1,4 +1,4 @@
-"""The host side without the SDK's ``Server`` (``GATEKEEPER_PROXY_HOST=lean``): issue 12, step 3, first wiring.
+"""The host side without the SDK's ``Server``, the default (``GATEKEEPER_PROXY_HOST=sdk``: the SDK's): issue 12, step 3.
 
 Why: the SDK server costs ~1 s of start-up and ~40 MiB, and every host line a pydantic round trip.
 Here a host line goes: ``hostio`` (queued lines) -> ``wireparse`` (orjson; the SDK's parser only
@@ -304,7 +304,8 @@ class LeanHost:
 
 async def serve_lean(proxy: Proxy) -> None:
     """Serve the host on stdio until its input ends; then the children end (the proxy's lifespan)."""
-    logging.getLogger("gatekeeper.proxy").info("host side: lean (GATEKEEPER_PROXY_HOST=lean)")
+    log_on = logging.getLogger("gatekeeper.proxy")
+    log_on.info("host side: lean (the default; GATEKEEPER_PROXY_HOST=sdk: the SDK server)")
     async with lean_stdio(proxy.wire_refused, proxy.line_limit(), proxy.fast.host_line) as (host_in, out):
         proxy.fast.attach(out)
         sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)

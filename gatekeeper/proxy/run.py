@@ -73,6 +73,7 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "match") -> None:
 
                 await serve_lean(proxy)
             else:
+                logging.getLogger("gatekeeper.proxy").info("host side: sdk (GATEKEEPER_PROXY_HOST=sdk)")
                 async with host_stdio(proxy.wire_refused, proxy.line_limit(), proxy.fast.host_line) as (r, w, out):
                     proxy.fast.attach(out)
                     sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)
@@ -84,12 +85,12 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "match") -> None:
 
 
 def lean_host() -> bool:
-    """``GATEKEEPER_PROXY_HOST=lean``: serve the host without the SDK server (proxy/hostlean.py; issue 12,
-    step 3, in progress); ``sdk`` (the default) keeps the SDK server."""
-    asked = os.environ.get("GATEKEEPER_PROXY_HOST", "sdk").strip().lower()
+    """Serve the host with our own host side (proxy/hostlean.py; issue 12, step 3), the default.
+    ``GATEKEEPER_PROXY_HOST=sdk`` keeps the SDK server, the fallback while it is still here."""
+    asked = os.environ.get("GATEKEEPER_PROXY_HOST", "lean").strip().lower()
     if asked not in ("sdk", "lean"):
-        logging.getLogger("gatekeeper.proxy").warning("GATEKEEPER_PROXY_HOST=%s is not sdk or lean; using sdk", asked)
-    return asked == "lean"
+        logging.getLogger("gatekeeper.proxy").warning("GATEKEEPER_PROXY_HOST=%s is not sdk or lean; using lean", asked)
+    return asked != "sdk"
 
 
 LOOPS = ("uvloop", "asyncio")
