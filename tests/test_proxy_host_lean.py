@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from gatekeeper.proxy.hostlean import LISTEN_LIMIT
 from tests.helpers import await_until, wait_until
 from tests.host_contract_support import (
     Answer,
+    Notice,
     Send,
     handshake,
     initialize,
@@ -31,6 +33,7 @@ from tests.host_contract_support import (
 )
 from tests.proxy_support import REPO, proxied, proxy_params, write_policy
 from tests.test_proxy_host_contract import CASES
+from tests.test_proxy_shutdown import HOST_BUDGET
 from tests.test_proxy_wire import RawProxy
 
 LEAN_MARK = "host side: lean"
@@ -260,3 +263,24 @@ def test_the_sdk_server_still_serves_when_asked_for(
     with raw_proxy(tmp_path, home.path) as proxy:
         assert play(proxy, tmp_path, case.steps) == case.transcript
     assert SDK_MARK in proxy_log(home) and not served_lean(home)
+
+
+@pytest.mark.timeout(60)
+def test_at_the_end_of_input_a_listen_stream_is_closed_and_the_proxy_ends_within_the_hosts_budget(
+    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host closes stdin while a listen stream is open: the stream's request is answered -32000
+    ``Connection closed`` (as the SDK answered every request in flight), and the proxy, children
+    and all, is gone before a host would send SIGTERM."""
+    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
+    with raw_proxy(tmp_path, home.path) as proxy:
+        proxy.send(modern("sub", "subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
+        play(proxy, tmp_path, [Notice("notifications/subscriptions/acknowledged")])
+        assert proxy.proc.stdin is not None
+        started = time.monotonic()
+        proxy.proc.stdin.close()
+        proxy.proc.wait(timeout=30)
+        took = time.monotonic() - started
+        assert proxy.wait_for("sub")["error"] == {"code": -32000, "message": "Connection closed"}
+    assert took < HOST_BUDGET, f"the proxy took {took:.2f} s to end after its input did"
+    assert served_lean(home)

@@ -121,6 +121,16 @@ def rejected(rejection: Rejection) -> RpcError:
     return RpcError(rejection.code, rejection.message, rejection.data)
 
 
+def sdk_error(exc: Exception) -> RpcError | None:
+    """A handler's ``MCPError`` (the SDK's; handlers still raise it) as the answer it stands for.
+
+    Read from ``sys.modules``, never imported: if the SDK is not loaded, no handler raised its error."""
+    exceptions = sys.modules.get("mcp.shared.exceptions")
+    if exceptions is not None and isinstance(exc, exceptions.MCPError):
+        return RpcError(exc.code, exc.message, exc.data)
+    return None
+
+
 def dumped(result: Any) -> Message:
     """A handler's answer as a wire dict (the SDK runner's ``_dump_result``)."""
     if result is None:
@@ -190,12 +200,10 @@ class LeanHost:
         gate = self.connection.gate(method)
         if gate is not None:
             raise rejected(gate)
-        from mcp import MCPError  # lazily: handlers still raise the SDK's error
-
         try:
             result = await self.answer(request, version)
-        except MCPError as exc:
-            raise RpcError(exc.code, exc.message, exc.data) from None
+        except Exception as exc:
+            raise sdk_error(exc) or exc from None
         return shape_result(method, version, result)
 
     async def answer(self, request: Request, version: str) -> Message:
