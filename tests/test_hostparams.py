@@ -225,7 +225,7 @@ def test_a_method_the_revision_lacks_is_not_found_as_the_sdk_says(method: str, v
 
 def test_a_normal_sessions_checks_never_import_the_sdk_or_pydantic() -> None:
     """In a fresh interpreter: the params of initialize, tools/list and tools/call (both eras) are
-    checked with neither ``mcp_types`` nor ``pydantic`` loaded; a bad one then loads them (so the
+    checked, and an unknown method refused, with neither ``mcp_types`` nor ``pydantic`` loaded; a bad one then loads them (so the
     probe can see an import when one happens)."""
     script = textwrap.dedent(
         f"""
@@ -239,6 +239,10 @@ def test_a_normal_sessions_checks_never_import_the_sdk_or_pydantic() -> None:
         check_params("tools/call", "2025-11-25", {BODIES["tools/call"]!r})
         check_params("tools/list", "2026-07-28", {{"_meta": env}})
         check_params("tools/call", "2026-07-28", {{"_meta": env, **{BODIES["tools/call"]!r}}})
+        try:
+            check_params("tasks/list", "2026-07-28", {{}})
+        except RpcError as exc:
+            assert (exc.code, exc.data) == (-32601, "tasks/list")
         print(sorted(m for m in ("mcp", "mcp_types", "pydantic") if m in sys.modules))
         try:
             check_params("tools/call", "2025-11-25", {{"name": 5}})
