@@ -81,7 +81,8 @@ def write_policy(
 
 
 SWITCHES = ("GATEKEEPER_PROXY_HOST",)
-"""Switches a test run passes on to the proxy (``GATEKEEPER_PROXY_HOST=lean``: our own host side, proxy/hostlean.py)."""
+"""Switches a test run passes on to the proxy (``GATEKEEPER_PROXY_HOST=sdk``: the SDK's server toward the
+host instead of our own, proxy/hostlean.py)."""
 
 
 def switched() -> dict[str, str]:

@@ -1,23 +1,47 @@
-"""The proxy with ``GATEKEEPER_PROXY_HOST=lean``: our own host side (proxy/hostlean.py) instead of the SDK
-server. Running tests/test_proxy_host_contract.py with the switch set holds every case; this file keeps
-the switch covered in the default run: a few raw-host cases, and the official client as the host."""
+"""Our own host side (proxy/hostlean.py), the proxy's default, and ``GATEKEEPER_PROXY_HOST=sdk``, the SDK
+server kept as the fallback for now. tests/test_proxy_host_contract.py holds every recorded case under
+the default; here each test also proves from the proxy's log which host served: a few raw-host cases,
+the official client as the host, our own params checks, stdio as files, completions and listen limits,
+and the fallback still serving when asked for."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import types
 
 from gatekeeper.home import Home
-from tests.helpers import await_until
-from tests.host_contract_support import play, raw_proxy
-from tests.proxy_support import proxied, write_policy
+from gatekeeper.proxy.hostlean import LISTEN_LIMIT
+from tests.helpers import await_until, wait_until
+from tests.host_contract_support import (
+    Answer,
+    Notice,
+    Send,
+    handshake,
+    initialize,
+    modern,
+    notification,
+    play,
+    raw_proxy,
+    request,
+)
+from tests.proxy_support import REPO, proxied, proxy_params, write_policy
 from tests.test_proxy_host_contract import CASES
+from tests.test_proxy_shutdown import HOST_BUDGET
+from tests.test_proxy_wire import RawProxy
 
 LEAN_MARK = "host side: lean"
 """What the proxy logs when it serves the host itself: proof the switch took effect."""
+
+
+SDK_MARK = "host side: sdk"
+"""What the proxy logs when the SDK's server serves the host (``GATEKEEPER_PROXY_HOST=sdk``)."""
 
 
 def served_lean(home: Home) -> bool:
@@ -32,7 +56,7 @@ def served_lean(home: Home) -> bool:
 def test_a_raw_host_gets_todays_answers_from_our_own_host_side(
     name: str, tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("GATEKEEPER_PROXY_HOST", "lean")
+    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
     case = CASES[name]
     with raw_proxy(tmp_path, home.path) as proxy:
         transcript = play(proxy, tmp_path, case.steps)
@@ -49,7 +73,7 @@ def test_a_raw_host_gets_todays_answers_from_our_own_host_side(
 async def test_the_official_client_lists_and_calls_through_our_own_host_side(
     tmp_path: Path, home: Home, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("GATEKEEPER_PROXY_HOST", "lean")
+    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
     policy = write_policy(tmp_path, probe=True)
     (tmp_path / "workspace" / "notes" / "seed.md").write_text("seeded\n")
     reports: list[float] = []
@@ -66,4 +90,197 @@ async def test_the_official_client_lists_and_calls_through_our_own_host_side(
         assert echoed.structured_content == {"value": {"big": 12345678901234567890123}}
         await p.call_tool("probe__steps", {"n": 3}, progress_callback=progress)
         await await_until(lambda: len(reports) == 3, 10, "three progress reports")
+    assert served_lean(home)
+
+
+ORACLE_MARK = "checked by the SDK's validator"
+"""What the proxy logs when it hands a request's params to the SDK's models (proxy/hostparams.py)."""
+
+
+@pytest.mark.timeout(120)
+def test_a_normal_session_never_asks_the_sdks_models_and_bad_params_do(
+    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """initialize, tools/list and tools/call (both eras, our own tool and a child's) are checked by
+    our own rules; only params they cannot vouch for go to the SDK's validator, with today's text."""
+    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
+    status = {"name": "gatekeeper_proposal_status", "arguments": {"proposal_id": "nope"}}
+    read = {"name": "notes__read_note", "arguments": {"path": "notes/x.md"}}
+    normal = [
+        *handshake(),
+        Send(request(1, "tools/list")),
+        Send(request(2, "tools/call", status)),
+        Send(request(3, "tools/call", read)),
+        Answer(1),
+        Answer(2),
+        Answer(3),
+    ]
+    with raw_proxy(tmp_path, home.path) as proxy:
+        transcript = play(proxy, tmp_path, normal)
+        assert len(transcript) == 4 and all("result" in m for m in transcript), transcript
+        assert served_lean(home) and ORACLE_MARK not in proxy_log(home)
+        play(proxy, tmp_path, [Send(request(4, "tools/call", {"name": 5})), Answer(4)])
+        assert proxy.lines[-1] and json.loads(proxy.lines[-1])["error"] == {
+            "code": -32602,
+            "message": "invalid params for tools/call: params.name: Input should be a valid string",
+        }
+        assert ORACLE_MARK in proxy_log(home)
+    with raw_proxy(tmp_path / "modern", home.path) as proxy:
+        play(proxy, tmp_path, [Send(modern(1, "server/discover")), Send(modern(2, "tools/list")), Answer(1), Answer(2)])
+        play(proxy, tmp_path, [Send(modern(3, "tools/call", status)), Answer(3)])
+    assert proxy_log(home).count(ORACLE_MARK) == 1
+
+
+def proxy_log(home: Home) -> str:
+    return (home.log_dir / "proxy.log").read_text(encoding="utf-8")
+
+
+@pytest.mark.timeout(60)
+def test_regular_files_as_stdin_and_stdout_are_served_by_our_own_host_side(
+    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No event loop can watch a regular file: stdin is read in a thread, stdout written blocking,
+    and the lean host still serves (before, a file sent it back to the SDK host). The input ends at
+    once, so a request still in flight then may be answered -32000, as the SDK host answers it."""
+    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
+    params = proxy_params(write_policy(tmp_path), home.path)
+    lines = [
+        initialize("init"),
+        notification("notifications/initialized"),
+        request(1, "tools/list"),
+        request(2, "tools/call", {"name": 5}),
+    ]
+    requests = tmp_path / "in.jsonl"
+    requests.write_bytes(b"".join(json.dumps(line).encode() + b"\n" for line in lines) + b"{oops\n")
+    answers = tmp_path / "out.jsonl"
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        subprocess.run(
+            [params.command, *params.args],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.DEVNULL,
+            env={**params.env, "PATH": "/usr/bin:/bin"},  # type: ignore[dict-item]
+            cwd=params.cwd,
+            timeout=30,
+            check=True,
+        )
+    by_id = {m.get("id"): m for m in map(json.loads, answers.read_bytes().splitlines())}
+    assert by_id["init"]["result"]["serverInfo"]["name"] == "gatekeeper"
+    closed = {"code": -32000, "message": "Connection closed"}
+    assert by_id[1].get("error") == closed or any(t["name"] == "notes__read_note" for t in by_id[1]["result"]["tools"])
+    assert by_id[2]["error"] in (
+        closed,
+        {"code": -32602, "message": "invalid params for tools/call: params.name: Input should be a valid string"},
+    )
+    assert by_id[None]["error"]["code"] == -32700
+    assert len(by_id) == 4 and served_lean(home)
+
+
+GATED_NOTES = """
+version: 1
+servers:
+  notes:
+    command: /bin/sh
+    args: ["-c", "until [ -e {gate} ]; do /bin/sleep 0.05; done; exec {py} -m gatekeeper.demo.notes_server {ws}"]
+    workspace: {workspace}
+    env: {{PYTHONPATH: "{repo}"}}
+    tools:
+      read_note: allow
+"""
+
+
+@pytest.mark.timeout(120)
+def test_completions_are_advertised_or_not_once_per_connection(
+    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notes server (which offers completions) starts only once the test opens its gate, after the
+    first server/discover gave up waiting for it: a later discover on the same connection must not
+    change its answer (a host reads capabilities once; the answer is the connection's, not the moment's)."""
+    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
+    workspace, gate = tmp_path / "workspace", tmp_path / "gate"
+    (workspace / "notes").mkdir(parents=True)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(GATED_NOTES.format(gate=gate, py=sys.executable, workspace=workspace, ws=workspace, repo=REPO))
+    proxy = RawProxy(policy, home.path)
+    try:
+        proxy.send(modern("d1", "server/discover"))
+        first = proxy.wait_for("d1", timeout=30)["result"]["capabilities"]
+        assert "completions" not in first  # nobody offered them within the wait
+        gate.touch()
+        listed: list[str] = []
+
+        def notes_listed() -> bool:
+            rid = f"l{len(listed)}"
+            listed.append(rid)
+            proxy.send(modern(rid, "tools/list"))
+            tools = proxy.wait_for(rid, timeout=30)["result"]["tools"]
+            return any(tool["name"] == "read_note" for tool in tools)  # one server: no prefix
+
+        wait_until(notes_listed, 30, "the notes server is up")
+        proxy.send(modern("d2", "server/discover"))
+        assert proxy.wait_for("d2", timeout=30)["result"]["capabilities"] == first
+    finally:
+        proxy.close()
+    assert served_lean(home)
+
+
+@pytest.mark.timeout(120)
+def test_a_host_holds_at_most_the_sdks_number_of_listen_streams(
+    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1024 open listen streams (the SDK's ``ListenHandler`` limit) are acknowledged; one more is
+    refused -32603 before any ack, as the SDK server refused it; the ack echoes resource URIs asked for."""
+    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
+    wanted = {"toolsListChanged": True, "promptsListChanged": False, "resourceSubscriptions": ["note://a"]}
+    with raw_proxy(tmp_path, home.path) as proxy:
+        for n in range(LISTEN_LIMIT):
+            proxy.send(modern(n, "subscriptions/listen", {"notifications": wanted}))
+        proxy.send(modern("over", "subscriptions/listen", {"notifications": wanted}))
+        refused = proxy.wait_for("over", timeout=60)
+        acks = wait_until(lambda: all_acknowledged(proxy.lines), 60, "an ack for every stream under the limit")
+    assert acks is not None
+    assert refused["error"] == {"code": -32603, "message": "Subscription limit reached"}
+    assert {json.dumps(a["notifications"], sort_keys=True) for a in acks} == {
+        json.dumps({"toolsListChanged": True, "resourceSubscriptions": ["note://a"]}, sort_keys=True)
+    }
+    assert sorted(a["_meta"]["io.modelcontextprotocol/subscriptionId"] for a in acks) == list(range(LISTEN_LIMIT))
+
+
+def all_acknowledged(lines: list[bytes]) -> list[dict[str, Any]] | None:
+    """The acks' params once there are ``LISTEN_LIMIT`` of them (None before)."""
+    found = [json.loads(line) for line in list(lines)]
+    acks = [m["params"] for m in found if m.get("method") == "notifications/subscriptions/acknowledged"]
+    return acks if len(acks) == LISTEN_LIMIT else None
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["initialize-2025-11-25-then-ping", "tools-list-2026"])
+def test_the_sdk_server_still_serves_when_asked_for(
+    name: str, tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GATEKEEPER_PROXY_HOST", "sdk")
+    case = CASES[name]
+    with raw_proxy(tmp_path, home.path) as proxy:
+        assert play(proxy, tmp_path, case.steps) == case.transcript
+    assert SDK_MARK in proxy_log(home) and not served_lean(home)
+
+
+@pytest.mark.timeout(60)
+def test_at_the_end_of_input_a_listen_stream_is_closed_and_the_proxy_ends_within_the_hosts_budget(
+    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host closes stdin while a listen stream is open: the stream's request is answered -32000
+    ``Connection closed`` (as the SDK answered every request in flight), and the proxy, children
+    and all, is gone before a host would send SIGTERM."""
+    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
+    with raw_proxy(tmp_path, home.path) as proxy:
+        proxy.send(modern("sub", "subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
+        play(proxy, tmp_path, [Notice("notifications/subscriptions/acknowledged")])
+        assert proxy.proc.stdin is not None
+        started = time.monotonic()
+        proxy.proc.stdin.close()
+        proxy.proc.wait(timeout=30)
+        took = time.monotonic() - started
+        assert proxy.wait_for("sub")["error"] == {"code": -32000, "message": "Connection closed"}
+    assert took < HOST_BUDGET, f"the proxy took {took:.2f} s to end after its input did"
     assert served_lean(home)

@@ -1,16 +1,15 @@
-"""The host's two stdio pipes, owned on the event loop: no worker-thread hop per message.
+"""The host's stdio, owned on the event loop: no worker-thread hop per message, no SDK import.
 
 Stdin is read by an asyncio pipe protocol on a private duplicate of fd 0 (fd 0 then points at
 the null device, fd 1 at stderr, as the SDK's own stdio server does), and split into lines.
-Each line is first offered to the fast path (``proxy/fastpath.py``); what it does not take is
-checked by ``wire.parse`` and handed to the SDK server, in order. Stdout has ONE writer: the SDK
-server's messages and the fast path's raw lines both go through ``HostOut.write``, whole lines
-only, so they never interleave. A host that stops reading does not block the loop: the pipe
-transport buffers, the SDK's writer waits for the buffer to drain, and the fast path steps
-aside (``HostOut.congested``) so its lines wait on the SDK's path too.
+Each line is first offered to the fast path (``proxy/fastpath.py``); what it does not take waits
+in ``HostIn`` for the host side (``hostlean``, or the SDK server through ``sdkstdio``), in order.
+Stdout has ONE writer: ``HostOut.write``, whole lines only, so answers never interleave. A host
+that stops reading does not block the loop: the pipe transport buffers, writers wait for it to
+drain, and the fast path steps aside (``HostOut.congested``) so its lines wait too.
 
-Where stdin or stdout is not a pipe, socket or terminal (a regular file), the thread-based
-reader of ``wire.Wire`` and blocking writes are used instead.
+Where stdin is not a pipe or socket (a regular file, a terminal) it is read in a worker thread,
+block by block, into the same line splitter; where stdout is not, writes are blocking.
 """
 
 from __future__ import annotations
@@ -22,14 +21,16 @@ import stat
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import anyio
-from mcp.shared._context_streams import create_context_streams
-from mcp.shared.message import SessionMessage
+import anyio.to_thread
 
-from gatekeeper.proxy import wire
+from gatekeeper.proxy.wireparse import SCAN_BYTES
+
+if TYPE_CHECKING:
+    from gatekeeper.proxy.wire import OnRefusal
 
 log = logging.getLogger("gatekeeper.proxy.wire")
 
@@ -120,7 +121,7 @@ class _OutProtocol(asyncio.Protocol):
         await self._writable.wait()
 
 
-class _InProtocol(asyncio.Protocol):
+class LineSplitter(asyncio.Protocol):
     """Splits the host's bytes into lines; over-long lines are cut to their first MiB and sized."""
 
     def __init__(self, reader: HostIn) -> None:
@@ -153,7 +154,7 @@ class _InProtocol(asyncio.Protocol):
             self._reader.line(line.rstrip(b"\r"), None)
         del buffer[:start]
         if len(buffer) > limit + 1:  # no line ending within the cap: skip the rest of this line
-            self._skipping = bytearray(buffer[: wire.SCAN_BYTES])
+            self._skipping = bytearray(buffer[:SCAN_BYTES])
             self._skipped = len(buffer)
             buffer.clear()
 
@@ -173,13 +174,13 @@ class _InProtocol(asyncio.Protocol):
 class HostIn:
     """Lines from the host: the fast path's first, the rest in order to the SDK server."""
 
-    def __init__(self, on_refusal: wire.OnRefusal, limit: int, fast: OnLine | None) -> None:
+    def __init__(self, on_refusal: OnRefusal, limit: int, fast: OnLine | None) -> None:
         self.limit = limit
-        self._on_refusal = on_refusal
+        self.on_refusal = on_refusal
         self._fast = fast
         self._queue: deque[tuple[bytes, int | None] | None] = deque()
         self._wake = asyncio.Event()
-        self.protocol: _InProtocol | None = None  # set once the pipe is connected
+        self.protocol: LineSplitter | None = None  # set once the pipe is connected
         self._paused = False
 
     def line(self, line: bytes, size: int | None) -> None:
@@ -217,24 +218,6 @@ class HostIn:
             self.protocol.transport.resume_reading()
         return item
 
-    async def pump(self, send: Any, answer: Any) -> None:
-        """Check each queued line and hand it to the SDK (or answer its refusal), in order."""
-        async with send:
-            while (item := await self.take()) is not None:
-                line, size = item
-                if not line.strip():
-                    continue  # a blank line is framing, not a message
-                outcome = wire.parse(line, size=len(line) if size is None else size, limit=self.limit)
-                if isinstance(outcome, wire.Refusal):
-                    log.warning("refused a message from the host: %s (%d bytes)", outcome.reason, outcome.size)
-                    await answer(outcome.response())
-                    try:
-                        await self._on_refusal(outcome.payload())
-                    except Exception:
-                        log.exception("could not report a refused message")
-                    continue
-                await send.send(SessionMessage(outcome))
-
 
 def pollable(fd: int) -> bool:
     """True for a pipe or a socket: what every event loop can watch. Asked before the loop is:
@@ -246,7 +229,7 @@ def pollable(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-def _claim(fd: int, diversion: Callable[[], int]) -> int | None:
+def claim(fd: int, diversion: Callable[[], int]) -> int | None:
     """A private duplicate of ``fd`` (kept off 0-2), with ``fd`` pointed at ``diversion``."""
     import fcntl
 
@@ -264,51 +247,35 @@ def _claim(fd: int, diversion: Callable[[], int]) -> int | None:
 
 
 @asynccontextmanager
-async def host_stdio(
-    on_refusal: wire.OnRefusal, limit: int, fast: OnLine | None = None
-) -> AsyncIterator[tuple[Any, Any, HostOut]]:
-    """The SDK server's (read, write) streams over the host's stdio, and the shared writer."""
-    in_fd = _claim(0, lambda: os.open(os.devnull, os.O_RDONLY))
-    out_fd = _claim(1, lambda: os.dup(2))
+async def lean_stdio(
+    on_refusal: OnRefusal, limit: int, fast: OnLine | None = None
+) -> AsyncIterator[tuple[HostIn, HostOut]]:
+    """The host's stdio for our own host side: queued lines in, one writer out.
+
+    A pipe or socket is read on the loop; anything else (a regular file, a terminal) in a thread."""
+    in_fd = claim(0, lambda: os.open(os.devnull, os.O_RDONLY))
+    out_fd = claim(1, lambda: os.dup(2))
     out = HostOut(out_fd if out_fd is not None else sys.stdout.fileno())
     await out.open()
-    read_send, read_stream = create_context_streams[SessionMessage | Exception](0)
-    write_stream, write_recv = create_context_streams[SessionMessage](0)
-
-    async def writer() -> None:
-        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            async with write_recv:
-                async for message in write_recv:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    out.write(data.encode("utf-8") + b"\n")
-                    await out.drain()
-
-    async def answer(message: SessionMessage) -> None:
-        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            await write_stream.send(message)
-
     host_in = HostIn(on_refusal, limit, fast)
     out.resubmit = host_in.resubmit
+    fd = in_fd if in_fd is not None else sys.stdin.fileno()
+    splitter = LineSplitter(host_in)
     transport: asyncio.BaseTransport | None = None
-    source = os.fdopen(in_fd, "rb", closefd=False) if in_fd is not None else sys.stdin.buffer
-    try:
-        if not pollable(source.fileno()):
-            raise ValueError("not a pipe or socket")
-        transport, protocol = await asyncio.get_running_loop().connect_read_pipe(lambda: _InProtocol(host_in), source)
-        host_in.protocol = protocol
-    except (ValueError, OSError):  # not a pipe (a regular file): read it in a thread, as before
-        transport = None
+    if pollable(fd):
+        source = os.fdopen(fd, "rb", closefd=False)
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(lambda: splitter, source)
+        host_in.protocol = splitter
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(writer)
-            if transport is not None:
-                tg.start_soon(host_in.pump, read_send, answer)
-            else:
-                tg.start_soon(_threaded, wire.Wire(source, on_refusal, limit), read_send, answer)
+            if transport is None:
+                reader = BlockReader(fd, splitter)
+                host_in.protocol = splitter
+                splitter.transport = reader  # type: ignore[assignment]
+                tg.start_soon(reader.run)
             try:
-                yield read_stream, write_stream, out
+                yield host_in, out
             finally:
-                write_stream.close()
                 tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
@@ -317,33 +284,35 @@ async def host_stdio(
             await out.aclose()
 
 
-@asynccontextmanager
-async def lean_stdio(
-    on_refusal: wire.OnRefusal, limit: int, fast: OnLine | None = None
-) -> AsyncIterator[tuple[HostIn, HostOut]]:
-    """The host's pipes without the SDK's streams (``GATEKEEPER_PROXY_HOST=lean``): queued lines, one writer.
+class BlockReader:
+    """Reads a stdin that no event loop can watch, in a worker thread, into the line splitter.
 
-    Pipes and sockets only (``pollable``); the caller keeps the SDK host for regular files."""
-    in_fd = _claim(0, lambda: os.open(os.devnull, os.O_RDONLY))
-    out_fd = _claim(1, lambda: os.dup(2))
-    out = HostOut(out_fd if out_fd is not None else sys.stdout.fileno())
-    await out.open()
-    host_in = HostIn(on_refusal, limit, fast)
-    out.resubmit = host_in.resubmit
-    source = os.fdopen(in_fd, "rb", closefd=False) if in_fd is not None else sys.stdin.buffer
-    transport, protocol = await asyncio.get_running_loop().connect_read_pipe(lambda: _InProtocol(host_in), source)
-    host_in.protocol = protocol
-    try:
-        yield host_in, out
-    finally:
-        with anyio.CancelScope(shield=True):
-            transport.close()
-            await out.aclose()
+    Stands in for the pipe transport: ``HostIn`` pauses it while many lines wait, as it pauses a pipe."""
 
+    BLOCK = 64 * 1024
 
-async def _threaded(source: wire.Wire, send: Any, answer: Any) -> None:
-    """The fallback reader: lines read in a worker thread, checked as ``wire.Wire`` does."""
-    source.answer_with(answer)
-    async with send:
-        async for message in source:
-            await send.send(SessionMessage(message))
+    def __init__(self, fd: int, splitter: LineSplitter) -> None:
+        self._fd, self._splitter = fd, splitter
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+
+    def pause_reading(self) -> None:
+        self._resumed.clear()
+
+    def resume_reading(self) -> None:
+        self._resumed.set()
+
+    async def run(self) -> None:
+        """Until the end of the input (or a read error, which ends it too)."""
+        while True:
+            await self._resumed.wait()
+            try:
+                # abandoned on cancellation: a terminal's read may block until the user types
+                data = await anyio.to_thread.run_sync(os.read, self._fd, self.BLOCK, abandon_on_cancel=True)
+            except OSError as exc:
+                log.warning("reading the host's input failed: %s; treating it as the end of input", exc)
+                data = b""
+            if not data:
+                self._splitter.eof_received()
+                return
+            self._splitter.data_received(data)

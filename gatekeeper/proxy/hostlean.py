@@ -1,4 +1,4 @@
-"""The host side without the SDK's ``Server`` (``GATEKEEPER_PROXY_HOST=lean``): issue 12, step 3, first wiring.
+"""The host side without the SDK's ``Server``, the default (``GATEKEEPER_PROXY_HOST=sdk``: the SDK's): issue 12, step 3.
 
 Why: the SDK server costs ~1 s of start-up and ~40 MiB, and every host line a pydantic round trip.
 Here a host line goes: ``hostio`` (queued lines) -> ``wireparse`` (orjson; the SDK's parser only
@@ -7,10 +7,10 @@ for a line it is unsure of) -> ``hostera.Connection`` (era lock, envelope rungs,
 result shaped per era (``hostera.shape_result``) -> ``HostOut``, the one writer of stdout.
 
 The fast path (``proxy/fastpath.py``) still takes its lines first, as on the SDK host; a
-``LeanSession`` stands in for the SDK's session where ``Proxy`` and the fast path read it. Not yet
-here: own params checks (the SDK's surface models check them, imported on the first request),
-stdio that is a regular file (the SDK host serves it), and dropping the SDK imports of run.py
-and server.py, without which start-up costs what it did.
+``LeanSession`` stands in for the SDK's session where ``Proxy`` and the fast path read it.
+Params are checked by our own rules (``hostparams``; the SDK's models only for what they cannot
+vouch for). Not yet here: dropping the SDK imports of run.py and server.py, without which
+start-up costs what it did.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import json
 import logging
 import sys
 from collections.abc import AsyncIterator
-from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import anyio
@@ -30,6 +29,7 @@ from gatekeeper.proxy import wireparse
 from gatekeeper.proxy.hostcall import HostCall
 from gatekeeper.proxy.hostera import Connection, Rejection, discover_result, initialize_result, shape_result
 from gatekeeper.proxy.hostio import HostIn, HostOut, lean_stdio
+from gatekeeper.proxy.hostparams import check_params
 from gatekeeper.proxy.hostrpc import HostRpc, Message, Request, RpcError, correlation_key, valid_id
 
 if TYPE_CHECKING:
@@ -53,6 +53,25 @@ LISTENED: Final = {
     "prompts": ("promptsListChanged", "notifications/prompts/list_changed"),
 }
 """The proxy's list changes (``Proxy.bus``): the listen filter key that asks for each, and its notification."""
+
+
+LISTEN_LIMIT: Final = 1024
+"""Listen streams one host may hold open at once (the SDK's ``ListenHandler`` default); more: -32603."""
+LISTEN_BACKLOG: Final = 1024
+"""Events waiting for a host that does not read its listen stream; at the cap the stream ends (as the SDK's)."""
+TRUE_WORDS: Final = frozenset({"1", "true", "t", "yes", "y", "on"})
+"""What the SDK's lax bool reads as true (a listen filter the SDK's validator let through)."""
+
+
+def honoured_filter(asked: Any) -> Message:
+    """The listen filter the ack echoes: each requested kind, true; resource URIs as given (the SDK's
+    ``_honored_subset``; whether an event ever fires depends on what the proxy publishes)."""
+    asked = asked if isinstance(asked, dict) else {}
+    out: Message = {key: True for key, _ in LISTENED.values() if str(asked.get(key)).lower() in TRUE_WORDS}
+    uris = asked.get("resourceSubscriptions")
+    if uris:
+        out["resourceSubscriptions"] = list(uris)
+    return out
 
 
 def notice(method: str, params: Message | None = None) -> Message:
@@ -102,20 +121,14 @@ def rejected(rejection: Rejection) -> RpcError:
     return RpcError(rejection.code, rejection.message, rejection.data)
 
 
-def check_params(method: str, version: str, params: Message | None) -> None:
-    """The SDK's surface check of a request's params, with the SDK server's -32602/-32601 answers.
+def sdk_error(exc: Exception) -> RpcError | None:
+    """A handler's ``MCPError`` (the SDK's; handlers still raise it) as the answer it stands for.
 
-    Lazily imported: the SDK's models are what today's refusal texts come from."""
-    from mcp_types.methods import validate_client_request
-    from pydantic import ValidationError
-
-    try:
-        validate_client_request(method, version, params)
-    except KeyError:
-        raise RpcError(w.METHOD_NOT_FOUND, "Method not found", method) from None
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors())
-        raise RpcError(w.INVALID_PARAMS, f"invalid params for {method}: {problems}") from None
+    Read from ``sys.modules``, never imported: if the SDK is not loaded, no handler raised its error."""
+    exceptions = sys.modules.get("mcp.shared.exceptions")
+    if exceptions is not None and isinstance(exc, exceptions.MCPError):
+        return RpcError(exc.code, exc.message, exc.data)
+    return None
 
 
 def dumped(result: Any) -> Message:
@@ -136,6 +149,9 @@ class LeanHost:
         self.client_info: Any = None  # from initialize (a handshake-era host); never trusted
         self.client_capabilities: Any = None
         self.rpc = HostRpc(self.send, self.on_request, self.on_notify)
+        self.listening: set[Any] = set()  # the open listen streams' event inboxes
+        self.completions: bool | None = None  # advertised or not: decided by the first initialize/discover
+        self.deciding = anyio.Lock()
         proxy.host = LeanSession(self)
 
     async def send(self, message: Message) -> None:
@@ -184,12 +200,10 @@ class LeanHost:
         gate = self.connection.gate(method)
         if gate is not None:
             raise rejected(gate)
-        from mcp import MCPError  # lazily: handlers still raise the SDK's error
-
         try:
             result = await self.answer(request, version)
-        except MCPError as exc:
-            raise RpcError(exc.code, exc.message, exc.data) from None
+        except Exception as exc:
+            raise sdk_error(exc) or exc from None
         return shape_result(method, version, result)
 
     async def answer(self, request: Request, version: str) -> Message:
@@ -198,14 +212,11 @@ class LeanHost:
         proxy = self.proxy
         if method == "initialize":
             self.client_info, self.client_capabilities = params.get("clientInfo"), params.get("capabilities")
-            result = initialize_result(params["protocolVersion"], completions=True)
-            await proxy.completions.advertise(result)
+            result = initialize_result(params["protocolVersion"], completions=await self.completions_offered())
             self.connection.initialized(params["protocolVersion"])
             return result
         if method == "server/discover":
-            result = discover_result(completions=True)
-            await proxy.completions.advertise(result)
-            return result
+            return discover_result(completions=await self.completions_offered())
         if method == "ping":
             return {}
         if method == "logging/setLevel":
@@ -220,27 +231,49 @@ class LeanHost:
         return dumped(await self.passthrough(method, params))
 
     async def listen(self, request: Request) -> Message:
-        """A 2026-07-28 listen stream: acknowledged, then the asked-for list changes, until cancelled."""
-        asked = (request.params or {}).get("notifications")
-        wanted = {key: True for key, _ in LISTENED.values() if isinstance(asked, dict) and asked.get(key) is True}
+        """A 2026-07-28 listen stream: acknowledged, then the asked-for list changes, until cancelled
+        (or its backlog is full: the host listens again and lists again; nothing is replayed)."""
+        if len(self.listening) >= LISTEN_LIMIT:
+            raise RpcError(w.INTERNAL_ERROR, "Subscription limit reached")
+        honoured = honoured_filter((request.params or {}).get("notifications"))
         tag = {w.SUBSCRIPTION_ID_META_KEY: request.id}
-        events_in, events_out = anyio.create_memory_object_stream[str](64)
+        events_in, events_out = anyio.create_memory_object_stream[str](LISTEN_BACKLOG)
 
         def heard(what: str) -> None:
-            with suppress(anyio.WouldBlock):  # 64 changes unread: the host will list again anyway
+            try:
                 events_in.send_nowait(what)
+            except anyio.WouldBlock:
+                log.warning("listen stream %r backlog full; ending the stream", request.id)
+                self.listening.discard(events_in)
+                events_in.close()
+            except anyio.ClosedResourceError:
+                pass
 
         unsubscribe = self.proxy.bus.subscribe(heard)
+        self.listening.add(events_in)
         try:
-            await self.send(notice("notifications/subscriptions/acknowledged", {"notifications": wanted, "_meta": tag}))
+            await self.send(
+                notice("notifications/subscriptions/acknowledged", {"notifications": honoured, "_meta": tag})
+            )
             async for name in events_out:
                 key, method = LISTENED.get(name, ("", ""))
-                if key in wanted:
+                if key in honoured:
                     await self.send(notice(method, {"_meta": tag}))
         finally:
             unsubscribe()
+            self.listening.discard(events_in)
             events_in.close()
-        return {}
+        return {"_meta": tag}
+
+    async def completions_offered(self) -> bool:
+        """Whether this connection's ``initialize``/``server/discover`` answers advertise completions:
+        decided once (the first such request waits for the children to settle), then the same."""
+        async with self.deciding:
+            if self.completions is None:
+                probe: Message = {"capabilities": {"completions": {}}}
+                await self.proxy.completions.advertise(probe)
+                self.completions = "completions" in probe["capabilities"]
+            return self.completions
 
     async def passthrough(self, method: str, params: Message) -> Any:
         """Resources, prompts and completion: the proxy's handlers take the checked wire params as they are."""
@@ -276,7 +309,8 @@ class LeanHost:
 
 async def serve_lean(proxy: Proxy) -> None:
     """Serve the host on stdio until its input ends; then the children end (the proxy's lifespan)."""
-    logging.getLogger("gatekeeper.proxy").info("host side: lean (GATEKEEPER_PROXY_HOST=lean)")
+    log_on = logging.getLogger("gatekeeper.proxy")
+    log_on.info("host side: lean (the default; GATEKEEPER_PROXY_HOST=sdk: the SDK server)")
     async with lean_stdio(proxy.wire_refused, proxy.line_limit(), proxy.fast.host_line) as (host_in, out):
         proxy.fast.attach(out)
         sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)

@@ -83,14 +83,12 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "match") -> None:
 
 
 def lean_host() -> bool:
-    """``GATEKEEPER_PROXY_HOST=lean``: serve the host without the SDK server (proxy/hostlean.py; issue 12,
-    step 3, in progress). Only over pipes or sockets; anything else keeps the SDK host (``sdk``, the default)."""
-    from gatekeeper.proxy.hostio import pollable
-
-    asked = os.environ.get("GATEKEEPER_PROXY_HOST", "sdk").strip().lower()
+    """Serve the host with our own host side (proxy/hostlean.py; issue 12, step 3), the default.
+    ``GATEKEEPER_PROXY_HOST=sdk`` keeps the SDK server, the fallback while it is still here."""
+    asked = os.environ.get("GATEKEEPER_PROXY_HOST", "lean").strip().lower()
     if asked not in ("sdk", "lean"):
-        logging.getLogger("gatekeeper.proxy").warning("GATEKEEPER_PROXY_HOST=%s is not sdk or lean; using sdk", asked)
-    return asked == "lean" and pollable(0) and pollable(1)
+        logging.getLogger("gatekeeper.proxy").warning("GATEKEEPER_PROXY_HOST=%s is not sdk or lean; using lean", asked)
+    return asked != "sdk"
 
 
 LOOPS = ("uvloop", "asyncio")

@@ -29,9 +29,9 @@ from gatekeeper import __version__
 from gatekeeper.proxy.childface import RpcError
 from gatekeeper.proxy.hostcall import HostCall
 from gatekeeper.proxy.hostera import INSTRUCTIONS
-from gatekeeper.proxy.hostio import host_stdio
 from gatekeeper.proxy.listchanges import Changed
 from gatekeeper.proxy.mcpwire import ToolAnswer
+from gatekeeper.proxy.sdkstdio import host_stdio
 
 if TYPE_CHECKING:
     from gatekeeper.proxy.server import Proxy
@@ -160,6 +160,7 @@ def host_call(ctx: ServerRequestContext[Any]) -> HostCall:
 
 async def serve_sdk(proxy: Proxy) -> None:
     """Serve the host on stdio through the SDK server until its input ends; then the children end."""
+    log.info("host side: sdk (GATEKEEPER_PROXY_HOST=sdk)")
     async with host_stdio(proxy.wire_refused, proxy.line_limit(), proxy.fast.host_line) as (read, write, out):
         proxy.fast.attach(out)
         sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)

@@ -29,7 +29,7 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from gatekeeper.proxy.wireparse import MAX_DEPTH, depth
+from gatekeeper.proxy.wireparse import MAX_DEPTH, SCAN_BYTES, depth
 
 log = logging.getLogger("gatekeeper.proxy.wire")
 
@@ -37,7 +37,6 @@ MIN_LINE_BYTES = 64 * 1024 * 1024
 """Every message may be this large, whatever the policy says."""
 LINE_FACTOR = 8
 """A proposal's content grows up to 6 times when escaped as JSON: the cap is 8 × the largest max_bytes."""
-SCAN_BYTES = 1024 * 1024  # how much of a broken line the id/method scan looks at
 _FIELD_CHARS = 100  # longest method or id reported
 _PARSE_REASONS = frozenset({"too_large", "invalid_utf8", "not_json", "lone_surrogate", "too_deep"})
 

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 MAX_DEPTH: Final = 100
 """Deepest nesting of arrays and objects in one message (the SDK's own parser stops at 201);
 wire.py takes it, and ``depth``, from here."""
+SCAN_BYTES: Final = 1024 * 1024
+"""How much of a broken or over-long line is kept and scanned for its id and method (``wire.py``)."""
 MIN_LINE_BYTES: Final = 64 * 1024 * 1024
 """The smallest line limit (``wire.MIN_LINE_BYTES``)."""
 BIG_NUMBER: Final = re.compile(rb"[0-9]{19}")  # orjson silently rounds integers past 64 bits to floats; the one copy
