@@ -23,10 +23,14 @@ from gatekeeper.home import Home
 from tests.helpers import line_queue, next_line, wait_until
 from tests.proxy_support import REPO
 
-# Never in the proxy's process: the store's ORM and migrations, the PostgreSQL driver (the store
+# Never in the proxy's process: the MCP SDK and its wire types (the proxy serves the host and its
+# stdio children with its own JSON-RPC code; the SDK loads only for a url server, or for a host line
+# only the SDK's parser can judge), the store's ORM and migrations, the PostgreSQL driver (the store
 # here is SQLite), the review page, rich, Jinja2 (the policy below has no template), and every
 # command module but ``proxy``.
 NEVER = (
+    "mcp",
+    "mcp_types",
     "psycopg",
     "gatekeeper.store.postgres",
     "sqlalchemy",
