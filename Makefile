@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-proxy-sdk-host lint demo demo-check bench crash clean browser peers postgres
+.PHONY: install test lint demo demo-check bench crash clean browser peers postgres
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,11 +48,6 @@ TEST_WORKERS ?= 2
 
 test: lint browser peers postgres
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
-
-# The proxy's tests with the SDK's server toward the host (the fallback; our own host side is the default).
-test-proxy-sdk-host: peers
-	GATEKEEPER_PROXY_HOST=sdk $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal tests/test_proxy*.py \
-		tests/test_old_sdk_server.py tests/interop
 
 # The guided tour: you approve in your browser. demo-check: the same tour, Chromium approves.
 demo: $(STAMP)

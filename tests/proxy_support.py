@@ -80,20 +80,11 @@ def write_policy(
     return policy
 
 
-SWITCHES = ("GATEKEEPER_PROXY_HOST",)
-"""Switches a test run passes on to the proxy (``GATEKEEPER_PROXY_HOST=sdk``: the SDK's server toward the
-host instead of our own, proxy/hostlean.py)."""
-
-
-def switched() -> dict[str, str]:
-    return {k: os.environ[k] for k in SWITCHES if k in os.environ}
-
-
 def proxy_params(policy: Path, home: Path, *extra: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=PY,
         args=["-m", "gatekeeper", "proxy", "--policy", str(policy), *extra],
-        env={"GATEKEEPER_HOME": str(home), "PYTHONPATH": str(REPO), "GATEKEEPER_START_TIMEOUT": "20", **switched()},
+        env={"GATEKEEPER_HOME": str(home), "PYTHONPATH": str(REPO), "GATEKEEPER_START_TIMEOUT": "20"},
         cwd=str(policy.parent),
     )
 

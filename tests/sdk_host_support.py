@@ -1,16 +1,16 @@
 """The MCP SDK's own server as an oracle, driven in memory with raw JSON-RPC messages.
 
 tests/test_hostera.py holds Gatekeeper's SDK-free era rules (proxy/hostera.py) to what the SDK 2.3
-``Server`` answers. A conversation runs a real ``Server`` (Gatekeeper's own, built by ``Proxy``,
-or a small one with fixed results) over a pair of in-memory streams, one fresh connection each, so
-its era lock is decided anew by each conversation's first request.
+``Server`` answers. A conversation runs a real ``Server`` (configured as Gatekeeper's host side
+was, tests/sdk_oracle_host.py, in front of a real ``Proxy``; or a small one with fixed results)
+over a pair of in-memory streams, one fresh connection each, so its era lock is decided anew by
+each conversation's first request.
 """
 
 from __future__ import annotations
 
 import sys
 import textwrap
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +25,10 @@ from gatekeeper import __version__
 from gatekeeper.home import Home
 from gatekeeper.policy.loader import load_policy
 from gatekeeper.proxy import completion
-from gatekeeper.proxy.run import expected_warnings
-from gatekeeper.proxy.sdkhost import SdkHost
 from gatekeeper.proxy.server import Proxy
 from tests.host_contract_support import ENVELOPE, POLICY
 from tests.proxy_support import REPO
+from tests.sdk_oracle_host import SdkOracleHost
 
 Message = dict[str, Any]
 
@@ -82,7 +81,7 @@ INITIALIZED: Message = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
 def ask_gatekeepers_server(tmp: Path, home: Home, messages: list[Message]) -> tuple[list[Message], Server[Any]]:
-    """``converse`` with Gatekeeper's own SDK server and options, as ``Proxy`` builds them, with no
+    """``converse`` with the SDK server and options Gatekeeper's host side had (tests/sdk_oracle_host.py), with no
     child started: the SDK's no-op lifespan, and no wait for children's completions (none offers any)."""
     workspace = tmp / "workspace"
     (workspace / "notes").mkdir(parents=True, exist_ok=True)
@@ -91,10 +90,8 @@ def ask_gatekeepers_server(tmp: Path, home: Home, messages: list[Message]) -> tu
     policy = load_policy(policy_path, home=home.path)
 
     async def main() -> tuple[list[Message], Server[Any]]:
-        with warnings.catch_warnings():
-            expected_warnings()  # as the proxy's own start-up does
-            proxy = Proxy(policy, home)
-            host = SdkHost(proxy)
+        proxy = Proxy(policy, home)
+        host = SdkOracleHost(proxy)
         host.server.lifespan = no_lifespan
         wait, completion.CAPABILITY_WAIT = completion.CAPABILITY_WAIT, 0.0
         try:

@@ -1,8 +1,8 @@
-"""Our own host side (proxy/hostlean.py), the proxy's default, and ``GATEKEEPER_PROXY_HOST=sdk``, the SDK
-server kept as the fallback for now. tests/test_proxy_host_contract.py holds every recorded case under
-the default; here each test also proves from the proxy's log which host served: a few raw-host cases,
-the official client as the host, our own params checks, stdio as files, completions and listen limits,
-and the fallback still serving when asked for."""
+"""Our own host side (proxy/hostlean.py), the only one: the SDK's ``Server`` no longer serves the host.
+tests/test_proxy_host_contract.py holds every recorded case; here each test also proves from the
+proxy's log that our host side served and, for an ordinary session, that the MCP SDK was never loaded
+(``hostlean.sdk_note``): a few raw-host cases, the official client as the host, our own params checks,
+stdio as files, completions and listen limits, and the retired ``GATEKEEPER_PROXY_HOST=sdk`` switch."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from mcp import types
 
 from gatekeeper.home import Home
 from gatekeeper.proxy.hostlean import LISTEN_LIMIT
+from tests import test_proxy_wire
 from tests.helpers import await_until, wait_until
 from tests.host_contract_support import (
     Answer,
@@ -41,7 +42,9 @@ LEAN_MARK = "host side: lean"
 
 
 SDK_MARK = "host side: sdk"
-"""What the proxy logs when the SDK's server serves the host (``GATEKEEPER_PROXY_HOST=sdk``)."""
+"""What the proxy logged when the SDK's server served the host (the retired ``GATEKEEPER_PROXY_HOST=sdk``)."""
+NO_SDK_MARK = "host side ended; the MCP SDK was never loaded"
+"""What the proxy logs at the end of a session that never imported ``mcp`` or ``mcp_types``."""
 
 
 def served_lean(home: Home) -> bool:
@@ -49,31 +52,41 @@ def served_lean(home: Home) -> bool:
     return log.exists() and LEAN_MARK in log.read_text(encoding="utf-8")
 
 
+def served_without_sdk(home: Home) -> bool:
+    return served_lean(home) and NO_SDK_MARK in proxy_log(home)
+
+
+def end_input(proxy: RawProxy) -> None:
+    """End the proxy as a host does, by closing its stdin: it logs whether it loaded the SDK, and exits."""
+    assert proxy.proc.stdin is not None
+    proxy.proc.stdin.close()
+    assert proxy.proc.wait(timeout=30) == 0
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(
     "name", ["initialize-2025-11-25-then-ping", "tools-list-2025", "tools-list-2026", "own-tool-errors-2026"]
 )
-def test_a_raw_host_gets_todays_answers_from_our_own_host_side(
-    name: str, tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+def test_a_raw_host_gets_todays_answers_from_our_own_host_side_without_the_sdk(
+    name: str, tmp_path: Path, home: Home
 ) -> None:
-    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
     case = CASES[name]
     with raw_proxy(tmp_path, home.path) as proxy:
         transcript = play(proxy, tmp_path, case.steps)
+        end_input(proxy)
     if case.any_order:
         assert sorted(transcript, key=json.dumps) == sorted(case.transcript, key=json.dumps)
     else:
         assert transcript == case.transcript
-    assert served_lean(home)
+    assert served_without_sdk(home)
 
 
 @pytest.mark.anyio
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_the_official_client_lists_and_calls_through_our_own_host_side(
-    tmp_path: Path, home: Home, mode: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, home: Home, mode: str
 ) -> None:
-    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
     policy = write_policy(tmp_path, probe=True)
     (tmp_path / "workspace" / "notes" / "seed.md").write_text("seeded\n")
     reports: list[float] = []
@@ -98,12 +111,9 @@ ORACLE_MARK = "checked by the SDK's validator"
 
 
 @pytest.mark.timeout(120)
-def test_a_normal_session_never_asks_the_sdks_models_and_bad_params_do(
-    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_normal_session_never_asks_the_sdks_models_and_bad_params_do(tmp_path: Path, home: Home) -> None:
     """initialize, tools/list and tools/call (both eras, our own tool and a child's) are checked by
     our own rules; only params they cannot vouch for go to the SDK's validator, with today's text."""
-    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
     status = {"name": "gatekeeper_proposal_status", "arguments": {"proposal_id": "nope"}}
     read = {"name": "notes__read_note", "arguments": {"path": "notes/x.md"}}
     normal = [
@@ -125,10 +135,15 @@ def test_a_normal_session_never_asks_the_sdks_models_and_bad_params_do(
             "message": "invalid params for tools/call: params.name: Input should be a valid string",
         }
         assert ORACLE_MARK in proxy_log(home)
+        end_input(proxy)
     with raw_proxy(tmp_path / "modern", home.path) as proxy:
         play(proxy, tmp_path, [Send(modern(1, "server/discover")), Send(modern(2, "tools/list")), Answer(1), Answer(2)])
         play(proxy, tmp_path, [Send(modern(3, "tools/call", status)), Answer(3)])
-    assert proxy_log(home).count(ORACLE_MARK) == 1
+        end_input(proxy)
+    log = proxy_log(home)
+    assert log.count(ORACLE_MARK) == 1
+    # the bad params loaded the SDK's models in the first session; the second never loaded the SDK
+    assert log.count("host side ended; the MCP SDK was loaded (") == 1 and log.count(NO_SDK_MARK) == 1
 
 
 def proxy_log(home: Home) -> str:
@@ -136,13 +151,10 @@ def proxy_log(home: Home) -> str:
 
 
 @pytest.mark.timeout(60)
-def test_regular_files_as_stdin_and_stdout_are_served_by_our_own_host_side(
-    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_regular_files_as_stdin_and_stdout_are_served_by_our_own_host_side(tmp_path: Path, home: Home) -> None:
     """No event loop can watch a regular file: stdin is read in a thread, stdout written blocking,
     and the lean host still serves (before, a file sent it back to the SDK host). The input ends at
     once, so a request still in flight then may be answered -32000, as the SDK host answers it."""
-    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
     params = proxy_params(write_policy(tmp_path), home.path)
     lines = [
         initialize("init"),
@@ -190,13 +202,10 @@ servers:
 
 
 @pytest.mark.timeout(120)
-def test_completions_are_advertised_or_not_once_per_connection(
-    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_completions_are_advertised_or_not_once_per_connection(tmp_path: Path, home: Home) -> None:
     """The notes server (which offers completions) starts only once the test opens its gate, after the
     first server/discover gave up waiting for it: a later discover on the same connection must not
     change its answer (a host reads capabilities once; the answer is the connection's, not the moment's)."""
-    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
     workspace, gate = tmp_path / "workspace", tmp_path / "gate"
     (workspace / "notes").mkdir(parents=True)
     policy = tmp_path / "policy.yaml"
@@ -225,12 +234,9 @@ def test_completions_are_advertised_or_not_once_per_connection(
 
 
 @pytest.mark.timeout(120)
-def test_a_host_holds_at_most_the_sdks_number_of_listen_streams(
-    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_host_holds_at_most_the_sdks_number_of_listen_streams(tmp_path: Path, home: Home) -> None:
     """1024 open listen streams (the SDK's ``ListenHandler`` limit) are acknowledged; one more is
     refused -32603 before any ack, as the SDK server refused it; the ack echoes resource URIs asked for."""
-    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
     wanted = {"toolsListChanged": True, "promptsListChanged": False, "resourceSubscriptions": ["note://a"]}
     with raw_proxy(tmp_path, home.path) as proxy:
         for n in range(LISTEN_LIMIT):
@@ -254,25 +260,28 @@ def all_acknowledged(lines: list[bytes]) -> list[dict[str, Any]] | None:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("name", ["initialize-2025-11-25-then-ping", "tools-list-2026"])
-def test_the_sdk_server_still_serves_when_asked_for(
-    name: str, tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("GATEKEEPER_PROXY_HOST", "sdk")
-    case = CASES[name]
+def test_the_retired_sdk_host_switch_is_ignored(tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GATEKEEPER_PROXY_HOST=sdk`` once put the SDK's server toward the host; now our own serves, SDK-free."""
+
+    def with_switch(policy: Path, home_path: Path, *extra: str) -> Any:
+        params = proxy_params(policy, home_path, *extra)
+        return params.model_copy(update={"env": {**(params.env or {}), "GATEKEEPER_PROXY_HOST": "sdk"}})
+
+    monkeypatch.setattr(test_proxy_wire, "proxy_params", with_switch)
+    case = CASES["initialize-2025-11-25-then-ping"]
     with raw_proxy(tmp_path, home.path) as proxy:
         assert play(proxy, tmp_path, case.steps) == case.transcript
-    assert SDK_MARK in proxy_log(home) and not served_lean(home)
+        end_input(proxy)
+    assert SDK_MARK not in proxy_log(home) and served_without_sdk(home)
 
 
 @pytest.mark.timeout(60)
 def test_at_the_end_of_input_a_listen_stream_is_closed_and_the_proxy_ends_within_the_hosts_budget(
-    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, home: Home
 ) -> None:
     """The host closes stdin while a listen stream is open: the stream's request is answered -32000
     ``Connection closed`` (as the SDK answered every request in flight), and the proxy, children
     and all, is gone before a host would send SIGTERM."""
-    monkeypatch.delenv("GATEKEEPER_PROXY_HOST", raising=False)  # the default
     with raw_proxy(tmp_path, home.path) as proxy:
         proxy.send(modern("sub", "subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
         play(proxy, tmp_path, [Notice("notifications/subscriptions/acknowledged")])

@@ -23,10 +23,14 @@ from gatekeeper.home import Home
 from tests.helpers import line_queue, next_line, wait_until
 from tests.proxy_support import REPO
 
-# Never in the proxy's process: the store's ORM and migrations, the PostgreSQL driver (the store
+# Never in the proxy's process: the MCP SDK and its wire types (the proxy serves the host and its
+# stdio children with its own JSON-RPC code; the SDK loads only for a url server, or for a host line
+# only the SDK's parser can judge), the store's ORM and migrations, the PostgreSQL driver (the store
 # here is SQLite), the review page, rich, Jinja2 (the policy below has no template), and every
 # command module but ``proxy``.
 NEVER = (
+    "mcp",
+    "mcp_types",
     "psycopg",
     "gatekeeper.store.postgres",
     "sqlalchemy",
@@ -46,10 +50,10 @@ NEVER = (
     *(f"gatekeeper.cli.{m}" for m in ("admin", "audit", "commit_cmd", "host_cmd", "policy_cmd", "review_cmd")),
     *(f"gatekeeper.cli.{m}" for m in ("revert_cmd", "up_cmd", "output")),
 )
-# HTTP server and client stacks: Gatekeeper itself never imports them. Today the mcp SDK's package
+# HTTP server and client stacks: Gatekeeper itself never imports them. The mcp SDK's package
 # ``__init__`` pulls them in whatever submodule is imported (it imports ``Client``, whose in-memory
-# transport imports ``mcp.server`` and with it the HTTP transports), so they may appear, but only
-# with an ``mcp`` module between Gatekeeper and them.
+# transport imports ``mcp.server`` and with it the HTTP transports), so where the SDK loads (a url
+# server) they may appear, but only with an ``mcp`` module between Gatekeeper and them.
 NOT_BY_GATEKEEPER = ("starlette", "uvicorn", "httpx", "httpx2", "sse_starlette", "cryptography", "opentelemetry")
 
 WATCH = """
@@ -202,10 +206,9 @@ def test_a_url_free_policy_never_imports_the_http_client(tmp_path: Path, home: H
     assert by_us == {}, f"imported by Gatekeeper's own modules with no url server: {by_us}"
     ours = {name for name in HTTP_CLIENT if name.startswith("gatekeeper.")} & modules
     assert ours == set()
-    # The mcp package's __init__ still imports its Client and with it the HTTP client; once the
-    # proxy carries every byte itself (issue 12, steps 2, 3 and 5) nothing else may bring them in.
-    if "mcp" not in modules:
-        assert modules & set(HTTP_CLIENT) == set(), {n: loaded["importers"].get(n) for n in HTTP_CLIENT}
+    # The proxy carries every byte itself (issue 12), so nothing brings the SDK's HTTP client in either.
+    assert "mcp" not in modules
+    assert modules & set(HTTP_CLIENT) == set(), {n: loaded["importers"].get(n) for n in HTTP_CLIENT}
 
 
 # The proxy's own domain: policy, store, proposals, catalog, status, hand-off. They speak MCP in

@@ -33,7 +33,6 @@ import os
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
-from mcp import types
 
 from gatekeeper.proxy import eras
 from gatekeeper.proxy.completion import raw_ref
@@ -164,10 +163,8 @@ class FastPath(Replies):
         uri = params.get("uri")
         if not isinstance(uri, str) or set(params) - {"uri", "_meta"}:
             return None
-        try:
-            uri = str(types.ReadResourceRequestParams(uri=uri).uri)  # the SDK's own normalisation
-        except ValueError:
-            return None  # the SDK path answers an invalid uri
+        # Forwarded as the host wrote it: the slow path does the same (SDK 2.3 types a resource
+        # uri as a plain str, no URL normalisation; tests/test_proxy_fastpath_uri.py holds it so).
         route = self.proxy.fast_resource(uri)
         return None if route is None else (route[0], {"uri": uri}, route[1])
 

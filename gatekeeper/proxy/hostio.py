@@ -3,7 +3,7 @@
 Stdin is read by an asyncio pipe protocol on a private duplicate of fd 0 (fd 0 then points at
 the null device, fd 1 at stderr, as the SDK's own stdio server does), and split into lines.
 Each line is first offered to the fast path (``proxy/fastpath.py``); what it does not take waits
-in ``HostIn`` for the host side (``hostlean``, or the SDK server through ``sdkstdio``), in order.
+in ``HostIn`` for the host side (``hostlean``), in order.
 Stdout has ONE writer: ``HostOut.write``, whole lines only, so answers never interleave. A host
 that stops reading does not block the loop: the pipe transport buffers, writers wait for it to
 drain, and the fast path steps aside (``HostOut.congested``) so its lines wait too.
@@ -22,15 +22,11 @@ import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
 
-from gatekeeper.proxy.wireparse import SCAN_BYTES
-
-if TYPE_CHECKING:
-    from gatekeeper.proxy.wire import OnRefusal
+from gatekeeper.proxy.wireparse import SCAN_BYTES, OnRefusal
 
 log = logging.getLogger("gatekeeper.proxy.wire")
 

@@ -1,4 +1,4 @@
-"""The host side without the SDK's ``Server``, the default (``GATEKEEPER_PROXY_HOST=sdk``: the SDK's): issue 12, step 3.
+"""The host side: our own JSON-RPC server toward the host, without the SDK's ``Server`` (issue 12).
 
 Why: the SDK server costs ~1 s of start-up and ~40 MiB, and every host line a pydantic round trip.
 Here a host line goes: ``hostio`` (queued lines) -> ``wireparse`` (orjson; the SDK's parser only
@@ -6,11 +6,11 @@ for a line it is unsure of) -> ``hostera.Connection`` (era lock, envelope rungs,
 -> ``hostrpc.HostRpc`` (a task per request, cancellation) -> the ``Proxy``'s own handlers -> a
 result shaped per era (``hostera.shape_result``) -> ``HostOut``, the one writer of stdout.
 
-The fast path (``proxy/fastpath.py``) still takes its lines first, as on the SDK host; a
-``LeanSession`` stands in for the SDK's session where ``Proxy`` and the fast path read it.
-Params are checked by our own rules (``hostparams``; the SDK's models only for what they cannot
-vouch for). Not yet here: dropping the SDK imports of run.py and server.py, without which
-start-up costs what it did.
+The fast path (``proxy/fastpath.py``) takes its lines first; a ``LeanSession`` is the host
+session ``Proxy`` and the fast path read. Params are checked by our own rules (``hostparams``; the
+SDK's models only for what they cannot vouch for), so a url-free policy never imports the SDK
+(tests/test_startup_imports.py). tests/test_hostera*.py hold these answers to an SDK ``Server``
+configured as Gatekeeper's used to be (tests/sdk_oracle_host.py).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def notice(method: str, params: Message | None = None) -> Message:
 
 
 class LeanSession:
-    """What ``Proxy`` asks of ``proxy.host`` (the SDK's ``ServerSession`` on the SDK host): the era,
+    """What ``Proxy`` asks of ``proxy.host`` (the SDK's ``ServerSession`` stood here once): the era,
     whether the handshake is done, list_changed and log lines for a handshake-era host."""
 
     def __init__(self, host: LeanHost) -> None:
@@ -180,7 +180,7 @@ class LeanHost:
                 yield outcome
                 continue
             log.warning("refused a message from the host: %s (%d bytes)", outcome.reason, outcome.size)
-            await self.send(outcome.response().message.model_dump(by_alias=True, exclude_unset=True))
+            await self.send(outcome.response())
             try:
                 await self.proxy.wire_refused(outcome.payload())
             except Exception:
@@ -310,9 +310,17 @@ class LeanHost:
 async def serve_lean(proxy: Proxy) -> None:
     """Serve the host on stdio until its input ends; then the children end (the proxy's lifespan)."""
     log_on = logging.getLogger("gatekeeper.proxy")
-    log_on.info("host side: lean (the default; GATEKEEPER_PROXY_HOST=sdk: the SDK server)")
+    log_on.info("host side: lean")
     async with lean_stdio(proxy.wire_refused, proxy.line_limit(), proxy.fast.host_line) as (host_in, out):
         proxy.fast.attach(out)
         sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)
         async with proxy.lifespan():
             await LeanHost(proxy, out).serve(host_in)
+    log_on.info("host side ended; %s", sdk_note())
+
+
+def sdk_note() -> str:
+    """Whether this session loaded the MCP SDK, for the log: a url server, or a host line or params only
+    the SDK's models could judge, load it; nothing else should (issue 12: start-up time and memory)."""
+    loaded = sorted(name for name in ("mcp", "mcp_types") if name in sys.modules)
+    return f"the MCP SDK was loaded ({', '.join(loaded)})" if loaded else "the MCP SDK was never loaded"

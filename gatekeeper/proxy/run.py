@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import sys
-import warnings
 from typing import TYPE_CHECKING
 
 import anyio
@@ -39,25 +38,9 @@ def _logging(home: Home) -> None:
     root.addHandler(to_stderr)
 
 
-def expected_warnings() -> None:
-    """Silence the one warning the proxy provokes on purpose, and nothing else.
-
-    Forwarding a child's log lines to the host needs ``send_log_message``, which the SDK marks
-    deprecated (logging is gone from 2026-07-28): a warning per process in the host's log would
-    say nothing the user can act on. Any other warning still reaches stderr. Only the SDK host side
-    needs it, so the SDK is imported here, not at start-up.
-    """
-    from mcp.shared.exceptions import MCPDeprecationWarning
-
-    warnings.filterwarnings(
-        "ignore",
-        message=r"The logging capability is deprecated",
-        category=MCPDeprecationWarning,
-        module=r"gatekeeper\.proxy\.(server|sdkhost)\Z",
-    )
-
-
 def serve_stdio(policy: Policy, home: Home, *, mode: str = "match") -> None:
+    """Serve one host on stdio with our own host side (proxy/hostlean.py): no MCP SDK on this path."""
+    from gatekeeper.proxy.hostlean import serve_lean
     from gatekeeper.proxy.server import Proxy
 
     _logging(home)
@@ -68,27 +51,10 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "match") -> None:
         proxy = Proxy(policy, home, mode=mode)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_end_on_signal, proxy)
-            if lean_host():
-                from gatekeeper.proxy.hostlean import serve_lean
-
-                await serve_lean(proxy)
-            else:
-                from gatekeeper.proxy.sdkhost import serve_sdk
-
-                expected_warnings()
-                await serve_sdk(proxy)
+            await serve_lean(proxy)
             tg.cancel_scope.cancel()
 
     anyio.run(main, backend_options=loop_options())
-
-
-def lean_host() -> bool:
-    """Serve the host with our own host side (proxy/hostlean.py; issue 12, step 3), the default.
-    ``GATEKEEPER_PROXY_HOST=sdk`` keeps the SDK server, the fallback while it is still here."""
-    asked = os.environ.get("GATEKEEPER_PROXY_HOST", "lean").strip().lower()
-    if asked not in ("sdk", "lean"):
-        logging.getLogger("gatekeeper.proxy").warning("GATEKEEPER_PROXY_HOST=%s is not sdk or lean; using lean", asked)
-    return asked != "sdk"
 
 
 LOOPS = ("uvloop", "asyncio")

@@ -20,7 +20,7 @@ from gatekeeper import __version__
 from gatekeeper.canonical import new_id
 from gatekeeper.home import Home
 from gatekeeper.policy import RESERVED_TOOL, Policy
-from gatekeeper.proxy import eras, wire
+from gatekeeper.proxy import eras, wireparse
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Catalog, Route
 from gatekeeper.proxy.childera import MATCH, HostEra
@@ -48,7 +48,7 @@ _PROGRESS_KEYS = frozenset({"progress_token", "progressToken"})  # the SDK's con
 class Proxy:
     """One host connection: its downstream servers, and the routing between them and the store.
 
-    A host side (proxy/hostlean.py, or proxy/sdkhost.py on the SDK's server) calls its handlers."""
+    The host side (proxy/hostlean.py) calls its handlers."""
 
     def __init__(self, policy: Policy, home: Home, *, mode: str = MATCH) -> None:
         self.policy = policy
@@ -59,7 +59,7 @@ class Proxy:
         self.audit = Audit(self.store, self.actor)
         self.catalog = Catalog(policy)
         self.bus = ListChanges()  # what a 2026 host's listen streams hear (proxy/listchanges.py)
-        self.host: Any = None  # the host's ServerSession, captured by the middleware
+        self.host: Any = None  # the host's session (hostlean.LeanSession), once the host side starts
         self.host_era = HostEra()  # what children in "match" mode wait for (proxy/childera.py)
         self.active: dict[str, HostCall] = {}  # server -> latest in-flight call (for logs)
         self.downstreams = {
@@ -83,14 +83,14 @@ class Proxy:
         self.log_level: str | None = None  # set by a 2025 host's logging/setLevel; None: every line
 
     def fast_route(self, name: str, meta: dict[str, Any] | None) -> tuple[Downstream, str, ChildView] | None:
-        """Where an allowed call may go as raw JSON-RPC (proxy/fastpath.py), or None for the SDK path.
+        """Where an allowed call may go as raw JSON-RPC (proxy/fastpath.py), or None for the regular path.
 
         The same decision as ``_call_tool`` for a plain allowed call to a listed, pinned tool on a
         live child; everything else (proposals, denials, withheld or unlisted tools, our own tool,
-        a child not started or not listed yet) stays on the SDK path.
+        a child not started or not listed yet) stays on the regular path (the host side's dispatch).
         """
         if meta and any(key.startswith(_HOST_META) for key in meta):
-            return None  # a 2026 envelope on a 2025 session: the SDK answers it
+            return None  # a 2026 envelope on a 2025 session: the host side answers it
         route = self.catalog.route(name) if name != RESERVED_TOOL else None
         if route is None or route.rule.action != "allow":
             return None
@@ -124,14 +124,14 @@ class Proxy:
         """Where a ``completion/complete`` goes raw: a known ref on a live server that offers completions."""
         found = self.completions.locate(kind, key)
         if found is None or not offers_completions(found[0].client):
-            return None  # the SDK path answers (and records) it
+            return None  # the regular path answers (and records) it
         view = self.fast_client(found[0])
         return None if view is None else (found[0], found[1], view)
 
     def fast_client(self, downstream: Downstream) -> ChildView | None:
         """The live client's era toward this host, when raw forwarding may use it (cached per client).
 
-        None for a host not past its handshake (or, on 2026-07-28, its first request the SDK
+        None for a host not past its handshake (or, on 2026-07-28, its first request the host side
         answered), a child not live, or eras this module does not translate.
         """
         client, host = downstream.client, self.host
@@ -150,7 +150,7 @@ class Proxy:
         return eras.at_or_above(self.log_level)
 
     def host_version(self) -> str | None:
-        """The protocol revision of the host's connection, once the SDK server has seen a request."""
+        """The protocol revision of the host's connection, once the host side has seen a request."""
         return None if self.host is None else cast(str, self.host.protocol_version)
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -181,7 +181,7 @@ class Proxy:
         self.store.close()
 
     async def wire_refused(self, payload: dict[str, Any]) -> None:
-        """A host message refused before the SDK saw it (proxy/wire.py has answered it already)."""
+        """A host line refused on reading (proxy/wireparse.py; the host side has answered it already)."""
         await self.audit.refused(ev.REQUEST_REFUSED, payload)
 
     def line_limit(self) -> int:
@@ -192,7 +192,7 @@ class Proxy:
             for rule in server.tools.values()
             if rule.propose is not None
         ]
-        return wire.line_limit(sizes)
+        return wireparse.line_limit(sizes)
 
     async def _on_child_event(self, kind: str, payload: dict[str, Any]) -> None:
         log.info("%s %s", kind, payload.get("server"))

@@ -1,13 +1,12 @@
-"""The proxy's stdin, line by line, before the SDK sees it.
+"""The SDK's judgement of one host line: the oracle ``proxy/wireparse.py`` asks when it is unsure.
 
-The SDK's stdio transport drops a line it cannot parse or validate (a lone surrogate escape,
-nesting deeper than its parser allows, a wrong-shaped message) without answering, so the host
-waits for its own time-out; it also decodes invalid UTF-8 by *replacing* bytes, so a proposal
-could carry other bytes than the host sent. This filter checks every line first (size, UTF-8,
-JSON, depth, JSON-RPC shape) and answers a bad one itself with a JSON-RPC error on the SDK's
-write stream, so stdout stays pure JSON-RPC. Good lines go to the SDK as the message this check
-parsed (once). ``proxy/hostio.py`` reads the lines; ``Wire`` is its fallback for a stdin that is
-not a pipe.
+``wireparse.parse`` reads nearly every line itself (orjson and a shape check). A line it cannot
+vouch for (one orjson rejects or would round, an unusual shape, deep nesting, a line over the
+limit) comes here, and only then are the SDK's wire types (``mcp_types``, pydantic) imported. The
+SDK's own stdio transport drops a line it cannot parse or validate without answering, and decodes
+invalid UTF-8 by *replacing* bytes; this check (size, UTF-8, JSON, depth, JSON-RPC shape) instead
+refuses a bad line with a JSON-RPC error the host side writes back, so stdout stays pure JSON-RPC
+and a proposal never carries other bytes than the host sent.
 
 Each refusal is reported through a callback (the proxy records an audit event) with a bounded
 payload: the reason, the line's size, and the method and id when they can be recovered. The
@@ -17,33 +16,19 @@ raw content is never reported.
 from __future__ import annotations
 
 import json
-import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
-import anyio
-import anyio.to_thread
 import mcp_types as types
-from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from gatekeeper.proxy.wireparse import MAX_DEPTH, SCAN_BYTES, depth
+from gatekeeper.proxy.wireparse import MAX_DEPTH, MIN_LINE_BYTES, SCAN_BYTES, OnRefusal, depth
 
-log = logging.getLogger("gatekeeper.proxy.wire")
+__all__ = ["MIN_LINE_BYTES", "OnRefusal", "Refusal", "check", "parse", "recover"]
 
-MIN_LINE_BYTES = 64 * 1024 * 1024
-"""Every message may be this large, whatever the policy says."""
-LINE_FACTOR = 8
-"""A proposal's content grows up to 6 times when escaped as JSON: the cap is 8 × the largest max_bytes."""
 _FIELD_CHARS = 100  # longest method or id reported
 _PARSE_REASONS = frozenset({"too_large", "invalid_utf8", "not_json", "lone_surrogate", "too_deep"})
-
-
-def line_limit(max_bytes: list[int]) -> int:
-    """The largest line accepted: generous, and never below what a proposal may need."""
-    return max([MIN_LINE_BYTES, *(LINE_FACTOR * m for m in max_bytes)])
 
 
 @dataclass(frozen=True)
@@ -66,9 +51,9 @@ class Refusal:
             out["id"] = self.request_id if isinstance(self.request_id, int) else self.request_id[:_FIELD_CHARS]
         return out
 
-    def response(self) -> SessionMessage:
-        error = types.ErrorData(code=self.code, message=self.message)
-        return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=self.request_id, error=error))
+    def response(self) -> dict[str, Any]:
+        """The JSON-RPC error the host is answered with (the id is null when none was recovered)."""
+        return {"jsonrpc": "2.0", "id": self.request_id, "error": {"code": self.code, "message": self.message}}
 
 
 # -- checking one line ---------------------------------------------------------------------------
@@ -240,60 +225,3 @@ def _scalar(token: str) -> Any:
         return json.loads(token)
     except ValueError:
         return None
-
-
-# -- the stream ------------------------------------------------------------------------------------
-
-OnRefusal = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-class Wire:
-    """Checked messages from a stdin read in a worker thread; refused lines are answered."""
-
-    def __init__(self, source: IO[bytes], on_refusal: OnRefusal, limit: int) -> None:
-        self._source = source
-        self._on_refusal = on_refusal
-        self._limit = limit
-        self._write: Any = None
-
-    def answer_with(self, answer: Callable[[SessionMessage], Awaitable[None]]) -> None:
-        self._write = answer
-
-    def _read_line(self) -> tuple[bytes, int] | None:
-        """One line without its line ending (or the start of an over-long one, the rest skipped),
-        and the message's full size."""
-        first = self._source.readline(self._limit + 2)
-        if not first:
-            return None
-        line = first.rstrip(b"\r\n")
-        if len(line) <= self._limit or first.endswith(b"\n"):
-            return line, len(line)
-        size = len(first)
-        while chunk := self._source.readline(1024 * 1024):
-            size += len(chunk.rstrip(b"\r\n"))
-            if chunk.endswith(b"\n"):
-                break
-        return first[:SCAN_BYTES], size
-
-    async def __aiter__(self) -> AsyncIterator[types.JSONRPCMessage]:
-        while True:
-            got = await anyio.to_thread.run_sync(self._read_line, abandon_on_cancel=True)
-            if got is None:
-                return
-            line, size = got
-            if not line.strip():
-                continue  # a blank line is framing, not a message
-            refusal = parse(line, size=size, limit=self._limit)
-            if not isinstance(refusal, Refusal):
-                yield refusal
-                continue
-            log.warning("refused a message from the host: %s (%d bytes)", refusal.reason, size)
-            await self._answer(refusal)
-            try:
-                await self._on_refusal(refusal.payload())
-            except Exception:
-                log.exception("could not report a refused message")
-
-    async def _answer(self, refusal: Refusal) -> None:
-        if self._write is not None:
-            await self._write(refusal.response())

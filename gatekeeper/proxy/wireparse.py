@@ -4,14 +4,15 @@
 ~30 MiB to import, and a full validation per line). Nearly every line a host sends is an ordinary
 request, notification or response, which orjson reads in microseconds. ``parse`` takes those itself;
 anything else (a line orjson rejects or would round, an unusual shape, deep nesting, a line over the
-limit) goes to ``wire.parse``, imported only then, so a refused line gets exactly today's reason,
-code and message. ``tests/test_wire_oracle.py`` holds the two to the same answers over the malformed
-corpus and generated lines. Not wired in yet (issue 12, step 3).
+limit) goes to ``wire.parse``, imported only then, so a refused line gets exactly the SDK-checked
+reason, code and message. ``tests/test_wire_oracle.py`` holds the two to the same answers over the
+malformed corpus and generated lines. The host side (``proxy/hostlean.py``) reads every line through here.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
@@ -25,7 +26,11 @@ wire.py takes it, and ``depth``, from here."""
 SCAN_BYTES: Final = 1024 * 1024
 """How much of a broken or over-long line is kept and scanned for its id and method (``wire.py``)."""
 MIN_LINE_BYTES: Final = 64 * 1024 * 1024
-"""The smallest line limit (``wire.MIN_LINE_BYTES``)."""
+"""Every message may be this large, whatever the policy says (the smallest line limit)."""
+LINE_FACTOR: Final = 8
+"""A proposal's content grows up to 6 times when escaped as JSON: the cap is 8 × the largest max_bytes."""
+OnRefusal = Callable[[dict[str, Any]], Awaitable[None]]
+"""Told of each refused line, with its bounded audit payload (``Refusal.payload``)."""
 BIG_NUMBER: Final = re.compile(rb"[0-9]{19}")  # orjson silently rounds integers past 64 bits to floats; the one copy
 """19 digits in a row: maybe an integer beyond 64 bits, which orjson would round to a float."""
 _BIG_DIGITS: Final = 19
@@ -35,6 +40,11 @@ _REQUEST: Final = frozenset({"jsonrpc", "id", "method", "params"})
 _RESULT: Final = frozenset({"jsonrpc", "id", "result"})
 _ERROR: Final = frozenset({"jsonrpc", "id", "error"})
 _ERROR_BODY: Final = frozenset({"code", "message", "data"})
+
+
+def line_limit(max_bytes: list[int]) -> int:
+    """The largest line accepted: generous, and never below what a proposal may need."""
+    return max([MIN_LINE_BYTES, *(LINE_FACTOR * m for m in max_bytes)])
 
 
 def parse(line: bytes, *, size: int | None = None, limit: int = MIN_LINE_BYTES) -> dict[str, Any] | Refusal:
