@@ -94,7 +94,7 @@ def test_a_2025_host_gets_a_child_in_its_era_spawned_before_its_first_line(
     assert (started["protocol_version"], started["era"], started["probe_error"]) == (protocol, era, None)
     log = (home.log_dir / "notes.log").read_text()
     assert log.count("--- gatekeeper: starting notes") == 1
-    assert ("the host speaks 2025-11-25: connecting to notes in the SDK client's legacy mode" in log) == (not args)
+    assert ("the host speaks 2025-11-25: connecting to notes in legacy mode" in log) == (not args)
 
 
 def test_a_raw_2026_host_gets_a_2026_child(tmp_path: Path, home: Home) -> None:

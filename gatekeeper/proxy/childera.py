@@ -4,8 +4,8 @@ Why: a child spoken to in another era than the host's costs every fast call an e
 and a re-serialised answer (proxy/eras.py), and a server on the SDK spends ~15% more CPU per call
 in 2026-07-28 than in 2025-11-25 (bench/README.md, session 6). So in ``match`` mode a child is
 still spawned at once (proxy/early.py: its own start overlaps ours), but the handshake with it
-waits for the host's first request, which fixes the host's era for good (the SDK server's era
-lock): ``initialize``, or any request without the 2026 envelope, means the handshake era and the
+waits for the host's first request, which fixes the host's era for good (the era
+lock, proxy/hostera.py): ``initialize``, or any request without the 2026 envelope, means the handshake era and the
 child's ``legacy`` mode (2025-11-25); a request with the 2026-07-28 envelope means ``auto``, as
 before (``server/discover``; a child that cannot, such as a 1.x-SDK server, falls back to legacy).
 
@@ -28,11 +28,11 @@ if TYPE_CHECKING:
     from gatekeeper.proxy.downstream import Downstream
 
 MATCH = "match"
-"""The downstream mode that follows the host's era; ``auto`` and ``legacy`` are the SDK client's."""
+"""The downstream mode that follows the host's era; ``auto`` and ``legacy`` are proxy/negotiate.py's."""
 
 
 def child_mode(host_version: str) -> str:
-    """The SDK client mode that speaks to a child in the era of a host at ``host_version``."""
+    """The client mode (proxy/negotiate.py) that speaks to a child in the era of a host at ``host_version``."""
     return "auto" if host_version in MODERN_PROTOCOL_VERSIONS else "legacy"
 
 
@@ -44,7 +44,7 @@ class HostEra:
         self._known = anyio.Event()
 
     def heard(self, version: str, request: bool) -> None:
-        """A message the SDK server accepted (its middleware): the first request decides.
+        """A message the host side accepted (proxy/hostlean.py): the first request decides.
         Notifications do not (one may come before the request, and requests alone lock the era)."""
         if request and self.version is None:
             self.version = version
@@ -57,7 +57,7 @@ class HostEra:
             assert self.version is not None
             downstream.mode = child_mode(self.version)
             downstream.note(
-                f"the host speaks {self.version}: connecting to {downstream.name} in the SDK client's "
+                f"the host speaks {self.version}: connecting to {downstream.name} in "
                 f"{downstream.mode} mode (--downstream-mode {MATCH})"
             )
         await downstream.supervise()

@@ -41,7 +41,7 @@ def offers_completions(client: ChildClient | None) -> bool:
 
 
 class Completions:
-    """Routes ``completion/complete`` (the SDK server's handler) and the ``completions`` capability."""
+    """Routes ``completion/complete`` (the host side's handler) and the ``completions`` capability."""
 
     def __init__(self, passthrough: Passthrough, downstreams: dict[str, Downstream], audit: Audit) -> None:
         self.passthrough = passthrough
@@ -125,7 +125,8 @@ class Completions:
 
 def raw_ref(params: dict[str, Any]) -> tuple[str, str, str] | None:
     """A raw ``completion/complete``'s ref as (type, its key field, the key), if every part of the
-    params has the shape the SDK path would accept unchanged; else None (the SDK path answers it)."""
+    params has the shape the host side's params check accepts unchanged; else None (the regular
+    path answers it: ``Completions.complete``)."""
     ref, argument, context = params.get("ref"), params.get("argument"), params.get("context")
     if set(params) - {"ref", "argument", "context", "_meta"} or not _strings(argument, {"name", "value"}, exact=True):
         return None

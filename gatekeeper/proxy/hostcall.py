@@ -2,8 +2,8 @@
 
 The proposing flow (proxy/proposing.py) and the 2026-07-28 hand-off (proxy/handoff.py) need to
 know who asked, in which protocol revision, what the host can do, and how to report progress.
-The edge that serves the host (today the SDK server: ``host_call`` in proxy/server.py) builds
-this once per call, so the domain never imports the SDK and does not care what carries the bytes.
+The host side (``LeanHost.host_call`` in proxy/hostlean.py) builds this once per call, so the
+domain does not care what carries the bytes.
 """
 
 from __future__ import annotations
