@@ -193,6 +193,19 @@ def test_http_stacks_only_come_through_the_mcp_sdk(tmp_path: Path, home: Home) -
     assert direct == {}, f"Gatekeeper imports these itself, not through the SDK: {direct}"
 
 
+# The propose / wait / hand-off flow and what only it needs: a session that lists tools and reads
+# (as here: initialize, tools/list, an allowed call) never proposes, so it never pays for them.
+PROPOSAL_FLOW = ("gatekeeper.proxy.proposing", "gatekeeper.proxy.intake", "gatekeeper.proxy.handoff", "gatekeeper.diff")
+
+
+def test_a_session_that_proposes_nothing_never_loads_the_proposal_flow(tmp_path: Path, home: Home) -> None:
+    loaded = _run_proxy(tmp_path, home, list(PROPOSAL_FLOW))
+    modules = set(loaded["modules"])
+    assert "gatekeeper.proxy.server" in modules  # it did run
+    present = {name: loaded["importers"].get(name, ["?"])[:6] for name in PROPOSAL_FLOW if name in modules}
+    assert present == {}, f"imported by (innermost first): {present}"
+
+
 # A url server's HTTP client: the SDK's Streamable HTTP transport, httpx2 under it, and ours beside
 # it (proxy/remote.py, proxy/httpcarrier.py). Only a policy with a url server loads them.
 HTTP_CLIENT = ("httpx2", "mcp.client.streamable_http", "gatekeeper.proxy.remote", "gatekeeper.proxy.httpcarrier")

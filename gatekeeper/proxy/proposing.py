@@ -41,12 +41,12 @@ log = logging.getLogger("gatekeeper.proxy")
 class Proposer:
     """The propose / wait / hand-off flow of one proxy session."""
 
-    def __init__(self, policy: Policy, home: Home, audit: Audit, session_id: str) -> None:
+    def __init__(self, policy: Policy, home: Home, audit: Audit, session_id: str, key: bytes) -> None:
         self.policy = policy
         self.database = home.database
         self.audit = audit
         self.session_id = session_id
-        self.handoff = HandOff(home.read_key(), self.database)
+        self.handoff = HandOff(key, self.database)
 
     def review_url(self, pid: str) -> str:
         """Where a person decides on this proposal."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -34,11 +34,13 @@ from gatekeeper.proxy.listchanges import Changed, ListChanges
 from gatekeeper.proxy.listing import ToolListing
 from gatekeeper.proxy.mcpwire import LEVELS, MODERN_PROTOCOL_VERSIONS, ToolAnswer, tool_error
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
-from gatekeeper.proxy.proposing import Proposer, unreachable
 from gatekeeper.proxy.status import proposal_status
 from gatekeeper.store import events as ev
 from gatekeeper.store.backends import DatabaseUnreachable
 from gatekeeper.store.bounded import cut
+
+if TYPE_CHECKING:
+    from gatekeeper.proxy.proposing import Proposer
 
 log = logging.getLogger("gatekeeper.proxy")
 _HOST_META = "io.modelcontextprotocol/"
@@ -77,10 +79,21 @@ class Proxy:
         self.listing = ToolListing(self.catalog, self.downstreams, self.audit)
         self.passthrough = Passthrough(policy, self.downstreams)
         self.completions = Completions(self.passthrough, self.downstreams, self.audit)
-        self.proposer = Proposer(policy, home, self.audit, self.session_id)
+        self._key = home.read_key()  # at start: a missing or exposed key stops the proxy, not a proposal
+        self._proposer: Proposer | None = None
         self.fast = FastPath(self)
         self._views: dict[str, ChildView] = {}  # server -> its live client's view
         self.log_level: str | None = None  # set by a 2025 host's logging/setLevel; None: every line
+
+    @property
+    def proposer(self) -> Proposer:
+        """The propose / wait / hand-off flow, built on the first call that needs it: its modules
+        (intake, diff, the store's proposal writer) are start-up time a read-only session never uses."""
+        if self._proposer is None:
+            from gatekeeper.proxy.proposing import Proposer
+
+            self._proposer = Proposer(self.policy, self.home, self.audit, self.session_id, self._key)
+        return self._proposer
 
     def fast_route(self, name: str, meta: dict[str, Any] | None) -> tuple[Downstream, str, ChildView] | None:
         """Where an allowed call may go as raw JSON-RPC (proxy/fastpath.py), or None for the regular path.
@@ -255,6 +268,8 @@ class Proxy:
             raise
         except DatabaseUnreachable as exc:  # a team's database server went away: say so, no traceback
             log.warning("tools/call %s: %s", cut(name), exc)
+            from gatekeeper.proxy.proposing import unreachable
+
             return unreachable(exc)
         except Exception:
             log.exception("tools/call %s failed", cut(name))
