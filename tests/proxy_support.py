@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
+import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator
@@ -136,3 +138,22 @@ def files_under(root: Path) -> dict[str, bytes]:
 
 def env_without_home() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "GATEKEEPER_HOME"}
+
+
+def run_on_files(params: StdioServerParameters, lines: bytes, folder: Path) -> list[dict[str, Any]]:
+    """Run the proxy with regular files as stdin and stdout (as some hosts and shell redirections
+    do), ``lines`` as its whole input; its answers, in order, once it has ended at end of input."""
+    requests, answers = folder / "in.jsonl", folder / "out.jsonl"
+    requests.write_bytes(lines)
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        subprocess.run(
+            [params.command, *params.args],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.DEVNULL,
+            env={**(params.env or {}), "PATH": "/usr/bin:/bin"},
+            cwd=params.cwd,
+            timeout=30,
+            check=True,
+        )
+    return [json.loads(line) for line in answers.read_bytes().splitlines()]

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from gatekeeper.home import Home
-from tests.proxy_support import REPO, proxy_params
+from tests.proxy_support import REPO, proxy_params, run_on_files
 from tests.test_proxy_wire import RawProxy
 
 pytestmark = pytest.mark.timeout(120)
@@ -371,23 +371,8 @@ def test_files_instead_of_pipes_still_work(tmp_path: Path, home: Home) -> None:
     in a thread and writes blocking, as before, and a malformed line is still answered."""
     params = proxy_params(raw_policy(tmp_path, "raw"), home.path)
     init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
-    requests = tmp_path / "in.jsonl"
-    requests.write_bytes(
-        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}).encode() + b"\n{oops\n"
-    )
-    answers = tmp_path / "out.jsonl"
-    with requests.open("rb") as stdin, answers.open("wb") as stdout:
-        subprocess.run(
-            [params.command, *params.args],
-            stdin=stdin,
-            stdout=stdout,
-            stderr=subprocess.DEVNULL,
-            env={**params.env, "PATH": "/usr/bin:/bin"},  # type: ignore[dict-item]
-            cwd=params.cwd,
-            timeout=30,
-            check=True,
-        )
-    lines = [json.loads(line) for line in answers.read_bytes().splitlines()]
+    sent = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}).encode() + b"\n{oops\n"
+    lines = run_on_files(params, sent, tmp_path)
     # Answers to different requests may come in either order (JSON-RPC promises none): the refusal
     # is written at once, the initialize answer after the SDK's own round trip.
     assert len(lines) == 2, lines

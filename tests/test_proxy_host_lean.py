@@ -7,19 +7,17 @@ stdio as files, completions and listen limits, and the retired ``GATEKEEPER_PROX
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import types
 
 from gatekeeper.home import Home
 from gatekeeper.proxy.hostlean import LISTEN_LIMIT
 from tests import test_proxy_wire
-from tests.helpers import await_until, wait_until
+from tests.helpers import wait_until
 from tests.host_contract_support import (
     Answer,
     Notice,
@@ -32,7 +30,7 @@ from tests.host_contract_support import (
     raw_proxy,
     request,
 )
-from tests.proxy_support import REPO, proxied, proxy_params, write_policy
+from tests.proxy_support import REPO, proxy_params, run_on_files, write_policy
 from tests.test_proxy_host_contract import CASES
 from tests.test_proxy_shutdown import HOST_BUDGET
 from tests.test_proxy_wire import RawProxy
@@ -79,31 +77,6 @@ def test_a_raw_host_gets_todays_answers_from_our_own_host_side_without_the_sdk(
     else:
         assert transcript == case.transcript
     assert served_without_sdk(home)
-
-
-@pytest.mark.anyio
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_the_official_client_lists_and_calls_through_our_own_host_side(
-    tmp_path: Path, home: Home, mode: str
-) -> None:
-    policy = write_policy(tmp_path, probe=True)
-    (tmp_path / "workspace" / "notes" / "seed.md").write_text("seeded\n")
-    reports: list[float] = []
-
-    async def progress(done: float, total: float | None, message: str | None) -> None:
-        reports.append(done)
-
-    async with proxied(policy, home.path, mode) as p:
-        names = {t.name for t in (await p.list_tools()).tools}
-        assert {"notes__read_note", "probe__echo", "probe__steps"} <= names
-        read = await p.call_tool("notes__read_note", {"path": "notes/seed.md"})
-        assert isinstance(read.content[0], types.TextContent) and read.content[0].text == "seeded\n"
-        echoed = await p.call_tool("probe__echo", {"value": {"big": 12345678901234567890123}})
-        assert echoed.structured_content == {"value": {"big": 12345678901234567890123}}
-        await p.call_tool("probe__steps", {"n": 3}, progress_callback=progress)
-        await await_until(lambda: len(reports) == 3, 10, "three progress reports")
-    assert served_lean(home)
 
 
 ORACLE_MARK = "checked by the SDK's validator"
@@ -162,21 +135,8 @@ def test_regular_files_as_stdin_and_stdout_are_served_by_our_own_host_side(tmp_p
         request(1, "tools/list"),
         request(2, "tools/call", {"name": 5}),
     ]
-    requests = tmp_path / "in.jsonl"
-    requests.write_bytes(b"".join(json.dumps(line).encode() + b"\n" for line in lines) + b"{oops\n")
-    answers = tmp_path / "out.jsonl"
-    with requests.open("rb") as stdin, answers.open("wb") as stdout:
-        subprocess.run(
-            [params.command, *params.args],
-            stdin=stdin,
-            stdout=stdout,
-            stderr=subprocess.DEVNULL,
-            env={**params.env, "PATH": "/usr/bin:/bin"},  # type: ignore[dict-item]
-            cwd=params.cwd,
-            timeout=30,
-            check=True,
-        )
-    by_id = {m.get("id"): m for m in map(json.loads, answers.read_bytes().splitlines())}
+    sent = b"".join(json.dumps(line).encode() + b"\n" for line in lines) + b"{oops\n"
+    by_id = {m.get("id"): m for m in run_on_files(params, sent, tmp_path)}
     assert by_id["init"]["result"]["serverInfo"]["name"] == "gatekeeper"
     closed = {"code": -32000, "message": "Connection closed"}
     assert by_id[1].get("error") == closed or any(t["name"] == "notes__read_note" for t in by_id[1]["result"]["tools"])
