@@ -105,7 +105,7 @@ class FastPath(Replies):
         token = None
         if method == "tools/call":
             target = self._tool(params, meta, ours)
-            token = (meta or {}).get("progressToken")
+            token = meta.get("progressToken") if meta else None
         elif method == "resources/read":
             target = self._resource(params)
         elif method == "prompts/get":
@@ -152,11 +152,12 @@ class FastPath(Replies):
         out_params: dict[str, Any] = {"name": tool}
         if arguments is not None:
             out_params["arguments"] = arguments
-        forwarded = {k: v for k, v in (meta or {}).items() if k != "progressToken"}  # no envelope: see fast_route
-        if (meta or {}).get("progressToken") is not None:
-            forwarded["progressToken"] = ours
-        if forwarded:
-            out_params["_meta"] = forwarded
+        if meta:  # forwarded without the envelope (see fast_route), our progress token for the host's
+            forwarded = {k: v for k, v in meta.items() if k != "progressToken"}
+            if meta.get("progressToken") is not None:
+                forwarded["progressToken"] = ours
+            if forwarded:
+                out_params["_meta"] = forwarded
         return downstream, out_params, client
 
     def _resource(self, params: dict[str, Any]) -> Target | None:
