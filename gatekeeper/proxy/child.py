@@ -70,7 +70,7 @@ class ChildPipe:
     def attach(self, process: _Child) -> None:
         writer = getattr(process.stdin, "_stream", None)  # _ChildIn's asyncio StreamWriter
         if isinstance(writer, asyncio.StreamWriter):
-            self._transport, self.alive = writer.transport, True  # type: ignore[assignment]
+            self._transport, self.alive = writer.transport, True
 
     def write(self, data: bytes) -> bool:
         """False (and nothing written) if the pipe is gone or the child is not keeping up."""
