@@ -7,7 +7,7 @@ open at once and called in blocks, the order rotated each round; each block's pr
 ``/proc/PID/task/*/schedstat``, not its child's) divided by the block's calls is one sample, and the
 figure is the median of the samples. Latency: p50 of every timed call, and its ratio to direct's.
 
-    .venv/bin/python bench/percall_ab.py --baseline DIR [--rounds 6] [--block 2000] [--only notes,fs]
+    .venv/bin/python bench/percall_ab.py --baseline DIR [--rounds 16] [--block 500] [--only notes,fs]
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ def measure(setup: Setup, server_key: str, rounds: int, block: int) -> list[str]
                     clients[name].call(server.tool, server.args)
             for r in range(rounds):
                 order = names[r % len(names) :] + names[: r % len(names)]
+                if r // len(names) % 2:
+                    order.reverse()  # each variant as often before as after each other one
                 for name in order:
                     client = clients[name]
                     before = cpu_seconds(client.proc.pid)
@@ -72,6 +74,10 @@ def measure(setup: Setup, server_key: str, rounds: int, block: int) -> list[str]
                 client.close()
     direct = statistics.median(times["direct"])
     lines = []
+    if "gatekeeper-baseline" in cpu:  # each round's own ratio: the load of that moment cancels out
+        paired = [a / b for a, b in zip(cpu["gatekeeper"], cpu["gatekeeper-baseline"], strict=True)]
+        ratio = statistics.median(paired)
+        lines.append(f"{server_key} gatekeeper ÷ baseline CPU/call, median of the rounds' ratios: {ratio:.3f}")
     for name in names:
         p50 = statistics.median(times[name])
         samples = ", ".join(f"{c:.0f}" for c in cpu[name])
@@ -85,8 +91,8 @@ def measure(setup: Setup, server_key: str, rounds: int, block: int) -> list[str]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, help="another checkout's proxy as gatekeeper-baseline")
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--block", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=16)
+    parser.add_argument("--block", type=int, default=500)
     parser.add_argument("--only", default="notes,fs", help="servers: notes, fs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gatekeeper-percall-") as tmp:

@@ -4,7 +4,8 @@ The usual read is one whole line; both splitters (the child's stdout, proxy/chil
 stdin, proxy/hostio.py) hand it on without their buffer, and fall back to it for anything else
 (several lines, a part of one). Either way a line must reach the fast path without its ``\\r``,
 a line it does not take must wait for the client in order, and no line behind a waiting one may
-jump the queue.
+jump the queue. Before a host line is parsed, ``rpclines.shape`` says whether it may hold an
+integer orjson would round and how deep it may nest, in one pass.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import pytest
 
 from gatekeeper.home import Home
 from gatekeeper.proxy.child import ChildCommand, ChildPipe, child_process
+from gatekeeper.proxy.rpclines import big_number, shape
+from gatekeeper.proxy.wireparse import BIG_NUMBER
 from tests.test_proxy_fastpath import child_calls, raw_host, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -107,3 +110,19 @@ def test_a_hosts_crlf_lines_take_the_fast_path_whole_or_in_parts(tmp_path: Path,
         calls = wait_until(lambda: child_calls(tmp_path, "raw")[4:], "the fifth call at the child")
         ids = [c["id"] for c in child_calls(tmp_path, "raw")]
         assert ids == [f"gatekeeper-fast-{n}" for n in range(5)], calls  # each took the fast path
+
+
+@pytest.mark.parametrize(
+    ("line", "big", "openers"),
+    [
+        (b'{"id":1,"params":{"x":[12345678901234567890]}}', True, 3),  # 20 digits in a row
+        (b'{"x":1234567890123456789}', True, 1),  # 19: maybe past 64 bits
+        (b'{"x":123456789012345678}', False, 1),  # 18 fit in 64 bits
+        (b'{"a":[1234567890,123456789,12345678901]}', False, 2),  # 30 digits, no 19 in a row
+        (b'{"s":"[{[{"}', False, 5),  # brackets in a string count too: depth() decides past MAX_DEPTH
+    ],
+)
+def test_a_lines_shape_is_what_the_regex_and_a_bracket_count_say(line: bytes, big: bool, openers: int) -> None:
+    assert shape(line) == (big, openers)
+    assert big_number(line) is big
+    assert big is (BIG_NUMBER.search(line) is not None)  # the one definition, only run less often

@@ -22,7 +22,7 @@ from gatekeeper.proxy import eras
 from gatekeeper.proxy.carrier import RESEND, TIMEOUT, Trouble
 from gatekeeper.proxy.hostera import server_info
 from gatekeeper.proxy.mcpwire import INTERNAL_ERROR, SERVER_INFO_META_KEY, tool_error
-from gatekeeper.proxy.wireparse import BIG_NUMBER
+from gatekeeper.proxy.rpclines import big_number
 
 if TYPE_CHECKING:
     from gatekeeper.proxy.carrier import Carrier
@@ -64,8 +64,8 @@ class Replies:
 
     def child_line(self, line: bytes, pipe: Carrier | None = None) -> bool:
         """Take the child's line if it answers or reports on a fast call; False: the SDK client's."""
-        if ID_BYTES not in line:
-            return pipe is not None and _LOG_MARKER in line and self._log(line, pipe)
+        if line.find(ID_BYTES) < 0:  # find, not ``in``: see FastPath.host_line
+            return pipe is not None and line.find(_LOG_MARKER) >= 0 and self._log(line, pipe)
         message = loads(line)
         if not isinstance(message, dict):
             return False
@@ -118,7 +118,7 @@ class Replies:
             if restored is not None:
                 self._raw(restored)
                 return
-        if BIG_NUMBER.search(line):
+        if big_number(line):
             message = json.loads(line)  # exact integers; orjson would have rounded them
             result = message.get("result")
         message["id"] = call.host_id
@@ -143,7 +143,7 @@ class Replies:
     def _answer_modern(self, line: bytes, message: dict[str, Any], call: Pending) -> None:
         """A 2026 host's answer: the child's serverInfo stamp replaced by ours, ``resultType`` added
         when a handshake-era child left it out (what the SDK server's serialisation does)."""
-        if BIG_NUMBER.search(line):
+        if big_number(line):
             message = json.loads(line)
         message["id"] = call.host_id
         result = message.get("result")
