@@ -22,7 +22,7 @@ from gatekeeper.proxy import eras
 from gatekeeper.proxy.carrier import RESEND, TIMEOUT, Trouble
 from gatekeeper.proxy.hostera import server_info
 from gatekeeper.proxy.mcpwire import INTERNAL_ERROR, SERVER_INFO_META_KEY, tool_error
-from gatekeeper.proxy.wireparse import BIG_NUMBER
+from gatekeeper.proxy.rpclines import big_number
 
 if TYPE_CHECKING:
     from gatekeeper.proxy.carrier import Carrier
@@ -64,8 +64,8 @@ class Replies:
 
     def child_line(self, line: bytes, pipe: Carrier | None = None) -> bool:
         """Take the child's line if it answers or reports on a fast call; False: the SDK client's."""
-        if ID_BYTES not in line:
-            return pipe is not None and _LOG_MARKER in line and self._log(line, pipe)
+        if line.find(ID_BYTES) < 0:  # find, not ``in``: see FastPath.host_line
+            return pipe is not None and line.find(_LOG_MARKER) >= 0 and self._log(line, pipe)
         message = loads(line)
         if not isinstance(message, dict):
             return False
@@ -118,7 +118,7 @@ class Replies:
             if restored is not None:
                 self._raw(restored)
                 return
-        if BIG_NUMBER.search(line):
+        if big_number(line):
             message = json.loads(line)  # exact integers; orjson would have rounded them
             result = message.get("result")
         message["id"] = call.host_id
@@ -143,7 +143,7 @@ class Replies:
     def _answer_modern(self, line: bytes, message: dict[str, Any], call: Pending) -> None:
         """A 2026 host's answer: the child's serverInfo stamp replaced by ours, ``resultType`` added
         when a handshake-era child left it out (what the SDK server's serialisation does)."""
-        if BIG_NUMBER.search(line):
+        if big_number(line):
             message = json.loads(line)
         message["id"] = call.host_id
         result = message.get("result")
@@ -187,14 +187,15 @@ class Replies:
 
     def _write(self, message: dict[str, Any]) -> None:
         try:
-            data = orjson.dumps(message)
+            data = orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
         except TypeError:  # an integer beyond 64 bits (parsed exactly by json above)
-            data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        self._raw(data + b"\n")
+            data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        self._raw(data)
 
     def _raw(self, data: bytes) -> None:
+        """Whole lines to the host (each ends with its newline already: no copy to add one)."""
         if self.out is not None:
-            self.out.write(data if data.endswith(b"\n") else data + b"\n")
+            self.out.write(data)
 
     def trouble(self, carrier: Carrier, ours: str, trouble: Trouble) -> None:
         """An HTTP exchange went wrong (``HttpCarrier.on_trouble``): what ``Downstream.call`` and its
@@ -253,17 +254,18 @@ class Replies:
 
 
 def _restore_id(line: bytes, ours: str, host_id: str | int) -> bytes | None:
-    """The answer with the host's id in place of ours, otherwise byte for byte; None if our id is
-    not there exactly once as the ``id`` field (then the message is serialised again)."""
+    """The answer with the host's id in place of ours, otherwise byte for byte, and its line end;
+    None if our id is not there exactly once as the ``id`` field (then the message is serialised
+    again)."""
     needle = b'"' + ours.encode() + b'"'
     if line.count(needle) == 1:
         at = line.find(b'"id":' + needle)
-        if at >= 0:  # the compact form every SDK writes: a splice at a known offset
+        if at >= 0:  # the compact form every SDK writes: a splice at a known offset, one copy
             at += 5
-            return line[:at] + orjson.dumps(host_id) + line[at + len(needle) :]
+            return b"".join((line[:at], orjson.dumps(host_id), line[at + len(needle) :], b"\n"))
     dumped = orjson.dumps(host_id)
     restored, count = _ID_FIELD.subn(lambda m: m.group(1) + dumped, line, count=2)
-    return restored if count == 1 else None
+    return restored + b"\n" if count == 1 else None
 
 
 def loads(line: bytes) -> Any:

@@ -142,6 +142,9 @@ class LineSplitter(asyncio.Protocol):
             self._skipping = None
             data = data[end + 1 :]
         buffer = self._buffer
+        if not buffer and data and data.find(b"\n") == len(data) - 1:
+            self._reader.line(data[:-1].rstrip(b"\r"), None)  # one whole line (the usual): no buffer copies
+            return
         buffer += data
         start = 0
         while (end := buffer.find(b"\n", start)) >= 0:

@@ -16,6 +16,9 @@ from gatekeeper.proxy import mcpwire as w
 from gatekeeper.proxy.wireparse import BIG_NUMBER
 
 Json = dict[str, Any]
+_BIG_DIGITS = 19  # BIG_NUMBER's run
+_DIGITS = b"0123456789"
+_NOT_COUNTED = bytes(sorted(set(range(256)) - set(_DIGITS + b"{[")))
 
 
 def request_id(value: Any) -> int | str | None:
@@ -30,10 +33,25 @@ def request_id(value: Any) -> int | str | None:
     return value
 
 
+def shape(line: bytes) -> tuple[bool, int]:
+    """Whether the line may hold an integer past 64 bits (19 digits in a row, which orjson would
+    round to a float), and how many arrays and objects it opens. Why not the regex alone: it tries a
+    match at every byte (~15,000 instructions for a 100-byte request, 13% of a fast call's); one
+    pass in C keeps only the digits and opening brackets, and the regex runs only where 19 are left."""
+    counted = line.translate(None, _NOT_COUNTED)
+    openers = counted.count(b"{") + counted.count(b"[")
+    return len(counted) - openers >= _BIG_DIGITS and BIG_NUMBER.search(line) is not None, openers
+
+
+def big_number(line: bytes) -> bool:
+    """``shape``'s first half: an integer past 64 bits may be in the line."""
+    return len(line) - len(line.translate(None, _DIGITS)) >= _BIG_DIGITS and BIG_NUMBER.search(line) is not None
+
+
 def loads(line: bytes) -> Any:
     """Parse one line: orjson, or the standard library where a 19-digit run may be an integer past
     64 bits, which orjson would turn into a float (the SDK client's parser keeps it exact)."""
-    if BIG_NUMBER.search(line):
+    if big_number(line):
         return json.loads(line)
     return orjson.loads(line)
 
