@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 if TYPE_CHECKING:
     from mcp import MCPError
 
-# What ``on_trouble`` reports for one request: the error the SDK path would have raised for it;
+# What ``on_trouble`` reports for one request: the error the regular path would have raised for it;
 # ``RESEND`` when the server never ran it and it must go the SDK way (a redirect); ``TIMEOUT``
 # when it outlived the policy's timeout.
 RESEND, TIMEOUT = "resend", "timeout"
@@ -31,7 +31,7 @@ class Carrier(Protocol):
     on_trouble: Callable[..., None] | None
 
     def send(self, ours: str, data: bytes, headers: dict[str, str]) -> bool:
-        """Start one request (``ours`` its id, ``data`` its JSON); False: not now (the SDK path takes it)."""
+        """Start one request (``ours`` its id, ``data`` its JSON); False: not now (the regular path takes it)."""
         ...
 
     def cancel(self, ours: str, data: bytes, headers: dict[str, str]) -> None:

@@ -9,7 +9,7 @@ path (``proxy/fastpath.py``) does the same small rewrite itself, and only where 
 - a 2026-07-28 host: its per-request envelope is checked by the SDK's own classifier and taken off;
   a 2026 child gets the client's envelope instead, a handshake-era child none. The result gets
   ``resultType`` (a handshake-era child leaves it out) and the proxy's serverInfo stamp in place of
-  the child's, as the SDK server's serialisation does. Log lines follow each request's log-level
+  the child's, as the regular path's shaping does (proxy/hostera.py). Log lines follow each request's log-level
   opt-in (``io.modelcontextprotocol/logLevel``), as ``ServerSession.send_log_message`` does.
 
 Anything else (two different handshake-era revisions, two different 2026-era ones, a client
@@ -178,7 +178,7 @@ def at_or_above(level: str | None) -> frozenset[str] | None:
 
 
 def log_note(message: Any) -> tuple[str, dict[str, Any] | None]:
-    """A child's log notification as the SDK server re-sends it (level, data, logger), or None
+    """A child's log notification as the regular path re-sends it (level, data, logger), or None
     for anything else (the SDK client's to handle)."""
     params = message.get("params") if isinstance(message, dict) else None
     if not isinstance(params, dict) or message.get("method") != "notifications/message" or "id" in message:
@@ -196,12 +196,12 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "tools/call": {"isError": False},
     "resources/read": {"ttlMs": 0, "cacheScope": "private"},  # required on the 2026 wire
 }
-"""Fields the SDK path's result models fill in when the child left them out (their defaults)."""
+"""Fields the regular path's result models fill in when the child left them out (their defaults)."""
 
 
 def restamp(method: str, result: dict[str, Any], stamp: dict[str, Any]) -> bool:
     """A result for a 2026 host, rewritten in place: our serverInfo stamp in place of the child's,
-    ``resultType`` and the model defaults the SDK path adds where a handshake-era child left them
+    ``resultType`` and the model defaults the regular path adds where a handshake-era child left them
     out. False: not a complete result."""
     if result.get("resultType", "complete") != "complete":
         return False

@@ -1,25 +1,25 @@
-"""Allowed requests forwarded as raw JSON-RPC, past the SDK server and client.
+"""Allowed requests forwarded as raw JSON-RPC, past the host side's dispatch and our client's.
 
 Which: ``tools/call`` of an allowed tool, ``resources/read`` of a resource whose server is known,
 ``prompts/get`` (the reads ``Passthrough`` forwards), ``completion/complete`` of a known ref on a
 server that offers completions (``proxy/completion.py`` routes, refuses and records the rest).
 
-Today's path parses the host's line into pydantic models, runs the SDK server's handler, sends
-the call through the SDK client (which validates the child's result against the tool's output
-schema), and serialises everything again on the way back. For a call the policy simply allows,
-none of that changes what the host gets, so the line is parsed once (orjson), its id is remapped
-to one of ours (``gatekeeper-fast-N``: the SDK client's ids toward a child are integers, so the
-two never collide), the tool's name is rewritten to the child's, and the line goes to the
-child's stdin. The child's answer goes back with the host's id restored, otherwise byte for
-byte. Progress for the call and the host's cancellation are remapped the same way; log
-notifications reach a 2025 host through the SDK client (``Proxy._on_child_log``), a 2026 host
-from here, following the opt-in of the latest fast call on that child.
+The regular path (proxy/hostlean.py) dispatches the host's request to a handler, which sends it
+through our client toward the child (proxy/stdioclient.py) and hands the answer back to be shaped
+and serialised again. For a call the policy simply allows, none of that changes what the host
+gets, so the line is parsed once (orjson), its id is remapped to one of ours
+(``gatekeeper-fast-N``: our client's ids toward a child are integers, so the two never collide),
+the tool's name is rewritten to the child's, and the line goes to the child's stdin. The child's
+answer goes back with the host's id restored, otherwise byte for byte. Progress for the call and
+the host's cancellation are remapped the same way; log notifications reach a 2025 host through
+our client (``Proxy._on_child_log``), a 2026 host from here, following the opt-in of the latest
+fast call on that child.
 
 The routing decision is the one ``Proxy._call_tool`` makes (``Proxy.fast_route``; for the reads
-``Proxy.fast_resource``, ``fast_prompt`` and ``fast_completion``, as the SDK path routes them): anything
-that is not a plain allowed call to a healthy, listed, pinned tool takes the SDK path, as does
+``Proxy.fast_resource``, ``fast_prompt`` and ``fast_completion``, as the regular path routes them): anything
+that is not a plain allowed call to a healthy, listed, pinned tool takes the regular path, as does
 anything this module cannot handle byte-exactly (a big integer orjson would round, an envelope
-the SDK would refuse, a congested pipe, a duplicate id). Where host and child speak different
+the host side would refuse, a congested pipe, a duplicate id). Where host and child speak different
 protocol revisions, or the host speaks 2026-07-28, the rewrite is ``proxy/eras.py``'s.
 
 A ``url`` server is reached the same way through another carrier (proxy/carrier.py): each raw
@@ -96,7 +96,7 @@ class FastPath(Replies):
         if "_meta" in params and not isinstance(meta, dict):
             return False
         if openers > MAX_DEPTH and depth(params) + 1 > MAX_DEPTH:
-            return False  # the SDK path refuses it with the usual message (each level opens a bracket)
+            return False  # the regular path refuses it with the usual message (each level opens a bracket)
         levels: frozenset[str] | None = None
         modern = isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
         if modern:
@@ -181,7 +181,7 @@ class FastPath(Replies):
         if arguments is not None and not (
             isinstance(arguments, dict) and all(isinstance(v, str) for v in arguments.values())
         ):
-            return None  # the SDK path answers invalid params
+            return None  # the regular path answers invalid params
         route = self.proxy.fast_prompt(name)
         if route is None:
             return None
@@ -193,7 +193,7 @@ class FastPath(Replies):
 
     def _complete(self, params: dict[str, Any]) -> Target | None:
         """``completion/complete``: the ref as its server names it; argument and context as sent."""
-        ref = raw_ref(params)  # None: a shape the SDK path answers
+        ref = raw_ref(params)  # None: a shape the regular path answers
         route = None if ref is None else self.proxy.fast_completion(ref[0], ref[2])
         if ref is None or route is None:
             return None

@@ -3,7 +3,7 @@
 The half of ``FastPath`` (proxy/fastpath.py) that runs when a carrier (proxy/carrier.py) hands over a
 message: the answer goes back with the host's id restored, otherwise byte for byte (or with the era's
 small rewrite, ``proxy/eras.py``); progress and logs are remapped. When the connection ends, or an
-HTTP exchange goes wrong (``HttpCarrier.on_trouble``), the host gets what the SDK path answers for
+HTTP exchange goes wrong (``HttpCarrier.on_trouble``), the host gets what the regular path answers for
 that failure: the same words, decided by the same code (``remote.verdict``), or the request goes
 the SDK way after all where the server never ran it (a forgotten session, a redirect).
 """
@@ -92,7 +92,7 @@ class Replies:
     def _log(self, line: bytes, pipe: Carrier) -> bool:
         """A child's log line while a fast call runs there, sent before that call's answer (as the SDK
         pair did): to a 2025 host always, to a 2026 host only if the request opted in at that level,
-        as the SDK server does. The latest call is the one attributed, as ``Proxy._on_child_log`` does."""
+        as the regular path does. The latest call is the one attributed, as ``Proxy._on_child_log`` does."""
         calls = [c for c in self.pending.values() if c.carrier is pipe]
         if not calls or self.proxy.active.get(calls[-1].downstream.name):
             return False  # an SDK-path call in flight there (or none at all): ``Proxy._on_child_log``
@@ -142,7 +142,7 @@ class Replies:
 
     def _answer_modern(self, line: bytes, message: dict[str, Any], call: Pending) -> None:
         """A 2026 host's answer: the child's serverInfo stamp replaced by ours, ``resultType`` added
-        when a handshake-era child left it out (what the SDK server's serialisation does)."""
+        when a handshake-era child left it out (what the regular path's serialisation does)."""
         if big_number(line):
             message = json.loads(line)
         message["id"] = call.host_id
@@ -154,7 +154,7 @@ class Replies:
 
     def _not_complete(self, call: Pending, kind: Any) -> None:
         """A 2026 child asked for input (``input_required``): the SDK client toward it refuses that
-        (no ``allow_input_required``), so the host gets what the SDK path answers for that failure."""
+        (no ``allow_input_required``), so the host gets what the regular path answers for that failure."""
         log.error("%s: the child answered with resultType %r, which Gatekeeper does not relay", call.method, kind)
         if call.method == "tools/call":
             text = f"Gatekeeper hit an internal error handling {call.name!r}; details are in its log."
@@ -199,7 +199,7 @@ class Replies:
 
     def trouble(self, carrier: Carrier, ours: str, trouble: Trouble) -> None:
         """An HTTP exchange went wrong (``HttpCarrier.on_trouble``): what ``Downstream.call`` and its
-        callers on the SDK path make of the same error, for a call still waiting. Only a url server's
+        callers on the regular path make of the same error, for a call still waiting. Only a url server's
         carrier reports trouble, so proxy/remote.py (httpx2, the SDK's HTTP client) is imported here."""
         from mcp import MCPError
 
@@ -224,14 +224,14 @@ class Replies:
         if kind == "retry":
             downstream.note(remote.renewing(downstream.name))
             self._resend(call)
-        elif kind == "server":  # the server's own JSON-RPC error: the SDK server passes it on
+        elif kind == "server":  # the server's own JSON-RPC error: the regular path passes it on
             error = trouble.error.model_dump(mode="json", by_alias=True, exclude_none=True)
             self._write({"jsonrpc": "2.0", "id": call.host_id, "error": error})
         else:
             self._failed(call, message, gone=kind == "gone")
 
     def _resend(self, call: Pending) -> None:
-        """The host's own line, to the SDK path after all (it never reached the server)."""
+        """The host's own line, to the regular path after all (it never reached the server)."""
         out = self.out
         if out is not None and out.resubmit is not None:
             out.resubmit(call.line)
@@ -249,7 +249,7 @@ class Replies:
         if call.log_levels is not None:  # a 2026 host: resultType and our stamp, as the SDK adds
             self._answer_modern(b"", answer, call)
         else:
-            result.pop("resultType", None)  # not a 2025-11-25 field: the SDK server leaves it out
+            result.pop("resultType", None)  # not a 2025-11-25 field: the regular path leaves it out
             self._write(answer)
 
 

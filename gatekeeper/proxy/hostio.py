@@ -46,7 +46,7 @@ class HostOut:
         self._transport: asyncio.WriteTransport | None = None
         self.protocol: _OutProtocol | None = None
         self.closed = False
-        self.resubmit: Callable[[bytes], None] | None = None  # a host line for the SDK path, past the fast one
+        self.resubmit: Callable[[bytes], None] | None = None  # a host line for the regular path, past the fast one
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
@@ -171,7 +171,7 @@ class LineSplitter(asyncio.Protocol):
 
 
 class HostIn:
-    """Lines from the host: the fast path's first, the rest in order to the SDK server."""
+    """Lines from the host: the fast path's first, the rest in order to the regular path."""
 
     def __init__(self, on_refusal: OnRefusal, limit: int, fast: OnLine | None) -> None:
         self.limit = limit
@@ -188,8 +188,8 @@ class HostIn:
             try:
                 if self._fast(line):
                     return
-            except Exception:  # the SDK path answers whatever the fast path could not
-                log.exception("fast path failed on a host line; using the SDK path")
+            except Exception:  # the regular path answers whatever the fast path could not
+                log.exception("fast path failed on a host line; using the regular path")
         self._queue.append((line, size))
         self._wake.set()
         if len(self._queue) > _QUEUE_HIGH and not self._paused and self.protocol and self.protocol.transport:
@@ -197,7 +197,7 @@ class HostIn:
             self.protocol.transport.pause_reading()
 
     def resubmit(self, line: bytes) -> None:
-        """A line the fast path took but hands back (its server never got it): the SDK path's."""
+        """A line the fast path took but hands back (its server never got it): the regular path's."""
         self._queue.append((line, None))
         self._wake.set()
 
