@@ -80,7 +80,7 @@ class Catalog:
         """'ok', 'unlisted' (server does not offer it) or 'withheld' (definition changed)."""
         if route.tool not in self.listed.get(route.server, {}):
             return "unlisted"
-        if route.tool not in self.pinned_ok.get(route.server, set()):
+        if route.tool not in self.pinned_ok.get(route.server, ()):
             return "withheld"
         return "ok"
 

@@ -122,9 +122,10 @@ def rejected(rejection: Rejection) -> RpcError:
 
 
 def sdk_error(exc: Exception) -> RpcError | None:
-    """A handler's ``MCPError`` (the SDK's; handlers still raise it) as the answer it stands for.
+    """An SDK ``MCPError`` that got past a url server's adaptor (proxy/sdkclient.py turns the ones it
+    sees into ``RpcError``) as the answer it stands for.
 
-    Read from ``sys.modules``, never imported: if the SDK is not loaded, no handler raised its error."""
+    Read from ``sys.modules``, never imported: if the SDK is not loaded, nothing raised its error."""
     exceptions = sys.modules.get("mcp.shared.exceptions")
     if exceptions is not None and isinstance(exc, exceptions.MCPError):
         return RpcError(exc.code, exc.message, exc.data)
