@@ -62,11 +62,12 @@ def up(
 
     home = ctx.home
     policy = _policy(policy_file, home)
+    lock = UpLock(home)  # held until this process ends
+    if home.path.is_dir():  # else nothing can be running on it yet
+        lock.acquire()
     port = _port(policy, port)
     check_exposure("127.0.0.1", port, False, tls_cert, tls_key, trusted_proxies)  # before a child fails on it
-    lock = UpLock(home)
-    if home.path.is_dir():  # else nothing can be running on it yet
-        lock.acquire()  # released when this process ends
+    if home.path.is_dir():
         check_no_committer(home, port)
     check_port(port)
     who, created = _first_run(ctx, reviewer_name, password_stdin)
