@@ -17,8 +17,8 @@ import uvicorn
 
 
 def serve(app: Any, on_listening: Callable[[], None], **options: Any) -> None:
-    """``uvicorn.run(app, **options)``, calling ``on_listening`` once the socket is bound; exits 1
-    (after uvicorn's own ``ERROR:`` line) when it could not start."""
+    """``uvicorn.run(app, **options)``, calling ``on_listening`` once the socket is bound; exits
+    non-zero (after uvicorn's own ``ERROR:`` line) when it could not start."""
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
