@@ -10,6 +10,7 @@ parent hands the pipe's write end down as ``GATEKEEPER_READY_FD``; without it ``
 from __future__ import annotations
 
 import os
+import stat
 
 ENV_READY_FD = "GATEKEEPER_READY_FD"
 
@@ -20,8 +21,9 @@ def notify() -> None:
     if fd is None or not fd.isdigit():
         return
     try:
-        os.write(int(fd), b"ready\n")
-        os.close(int(fd))
+        if stat.S_ISFIFO(os.fstat(int(fd)).st_mode):  # a stray variable naming some other file: leave it be
+            os.write(int(fd), b"ready\n")
+            os.close(int(fd))
     except OSError:
         pass  # a parent that went away is no reason to stop
 
