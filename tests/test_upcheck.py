@@ -20,6 +20,7 @@ from gatekeeper.home import Home
 from gatekeeper.policy import load_policy
 from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import Store
+from gatekeeper.upcheck import StartFailed, check_port, log_reason
 from tests.helpers import draft, wait_until
 from tests.process_support import Lines
 from tests.proxy_support import write_policy
@@ -131,3 +132,32 @@ def test_up_with_a_bad_policy_stops_with_the_policys_own_error(tmp_path: Path, t
         load_policy(str(policy))
     out = failed_start(start_up(home, free_port(), policy, PASSWORD), home)
     assert out == f"Error: {refused.value}\n"  # each of its problems on a line, as `policy check` says them
+
+
+@pytest.mark.parametrize(("family", "host"), [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")])
+def test_a_port_taken_at_either_loopback_is_taken(family: socket.AddressFamily, host: str) -> None:
+    """A browser may take localhost to ::1: a program there would get the log-in link."""
+    with socket.socket(family) as other:
+        try:
+            other.bind((host, 0))
+        except OSError:
+            pytest.skip(f"no {host} on this machine")
+        other.listen()
+        port = other.getsockname()[1]
+        with pytest.raises(StartFailed) as refused:
+            check_port(port)
+    assert f"port {port} is in use by another program (at {host})" in str(refused.value)
+    check_port(port)  # free again
+
+
+def test_a_childs_reason_is_its_last_error_and_the_fix_under_it(tmp_path: Path) -> None:
+    log = tmp_path / "commit.log"
+    log.write_text("Error: an older run's trouble\n")
+    start = log.stat().st_size
+    with log.open("a") as more:
+        more.write("Watching x\nError: another committer is running: pid 7\n  → stop that one first\n")
+    assert log_reason(log, start) == "another committer is running: pid 7 → stop that one first"
+    with log.open("a") as more:
+        more.write("ERROR:    [Errno 98] error while attempting to bind: address already in use\n")
+    assert log_reason(log, start) == "[Errno 98] error while attempting to bind: address already in use"
+    assert log_reason(log, log.stat().st_size) == "(it wrote nothing)"
