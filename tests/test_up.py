@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import threading
 import time
 from dataclasses import replace
@@ -24,12 +23,7 @@ from tests.helpers import draft, wait_until
 from tests.process_support import Lines, alive
 from tests.proxy_support import write_policy
 from tests.review_support import PASSWORD, free_port, start_up
-from tests.up_support import lines_for, running_on, start_allowance
-
-
-def children_of(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
+from tests.up_support import children_of, lines_for, running_on, start_allowance, stop
 
 
 def lock_pid(lock: Path) -> int | None:
@@ -217,14 +211,3 @@ def cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_text()
     except OSError:
         return ""
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    """Stop `up` the way that also stops its children (SIGINT), killing it only if that fails."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

@@ -25,8 +25,7 @@ from tests.helpers import draft, wait_until
 from tests.process_support import Lines
 from tests.proxy_support import write_policy
 from tests.review_support import PASSWORD, REPO, free_port, start_up
-from tests.test_up import children_of, stop
-from tests.up_support import running_on, start_allowance
+from tests.up_support import children_of, running_on, start_allowance, stop
 
 
 def policy_at(tmp_path: Path, port: int) -> Path:

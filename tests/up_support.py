@@ -1,9 +1,10 @@
-"""What the `gatekeeper up` tests share: how long a start may take here and now, and which
-processes still run on a home (`up` and its children name it on their command lines)."""
+"""What the `gatekeeper up` tests share: how long a start may take here and now, which processes
+still run on a home (`up` and its children name it on their command lines), and a clean stop."""
 
 from __future__ import annotations
 
 import queue
+import signal
 import subprocess
 import sys
 import time
@@ -47,3 +48,20 @@ def lines_for(seconds: float, lines: Lines) -> list[str]:
             continue
     lines.seen += got
     return got
+
+
+def children_of(pid: int) -> list[int]:
+    """The live children of ``pid`` (`up`'s two)."""
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """Stop `up` the way that also stops its children (SIGINT), killing it only if that fails."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
