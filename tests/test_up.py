@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import re
 import signal
-import subprocess
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -17,15 +19,19 @@ from gatekeeper.home import Home
 from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import Store
 from gatekeeper.up import port_mismatch, review_port
-from tests.helpers import draft
-from tests.process_support import Lines
+from tests.helpers import draft, wait_until
+from tests.process_support import Lines, alive
 from tests.proxy_support import write_policy
 from tests.review_support import PASSWORD, free_port, start_up
+from tests.up_support import children_of, lines_for, running_on, start_allowance, stop
 
 
-def children_of(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
+def lock_pid(lock: Path) -> int | None:
+    """The pid the committer wrote in its lock (None while it is being written)."""
+    try:
+        return int(json.loads(lock.read_text())["pid"])
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 @pytest.mark.slow
@@ -81,6 +87,16 @@ def test_up_runs_both_children_reports_events_restarts_and_stops(tmp_path: Path)
                 pass
             assert time.monotonic() < deadline, "the review page did not come back"
             time.sleep(0.2)
+
+        # the committer too: it dies after it ran, so it is restarted, and takes its lock again
+        lock = home_dir / "commit.lock"
+        committer = next(k for k in children_of(proc.pid) if "commit" in Path(f"/proc/{k}/cmdline").read_text())
+        assert lock_pid(lock) == committer
+        os.kill(committer, signal.SIGKILL)
+        lines.wait_for(r"committer stopped \(exit -9\); restarting in 1 s")
+        lines.wait_for("restarted committer")
+        wait_until(lambda: lock_pid(lock) not in (committer, None), 30, "a new committer's lock")
+        assert lock_pid(lock) in children_of(proc.pid)
 
         kids = children_of(proc.pid)
         proc.send_signal(signal.SIGINT)
@@ -138,12 +154,60 @@ def test_port_mismatch_only_for_a_local_url_on_another_port() -> None:
     assert said is not None and "--port 8765" in said and "http://localhost:9000" in said
 
 
-def stop(proc: subprocess.Popen[str]) -> None:
-    """Stop `up` the way that also stops its children (SIGINT), killing it only if that fails."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+class Answering(http.server.BaseHTTPRequestHandler):
+    """Another program's web page: answers every GET."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"not gatekeeper")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_no_link_before_the_page_answers_and_none_for_another_programs_page(tmp_path: Path) -> None:
+    """The page is slow to start (held stopped before it listens): no link meanwhile, not even when
+    another program starts answering on its port; when it goes on, it cannot listen, and `up` says so."""
+    port = free_port()
+    policy = write_policy(tmp_path)
+    policy.write_text(policy.read_text().replace("version: 1\n", f"version: 1\nreview_url: http://127.0.0.1:{port}\n"))
+    home = tmp_path / "home"
+    proc = start_up(home, port, policy, PASSWORD)
+    lines = Lines(proc)
+    other: http.server.HTTPServer | None = None
+    page = 0
+    try:
+        page = wait_until(lambda: next((k for k in children_of(proc.pid) if "review" in cmdline(k)), 0), 60, "the page")
+        os.kill(page, signal.SIGSTOP)  # before it could listen: it takes a second to import
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://127.0.0.1:{port}/login", timeout=2)
+        quiet = 2.0  # a wait for what must not come: the link (the old `up` printed it at once)
+        assert not [line for line in lines_for(quiet, lines) if "login/link" in line]
+        other = http.server.HTTPServer(("127.0.0.1", port), Answering)
+        threading.Thread(target=other.serve_forever, daemon=True).start()
+        assert httpx.get(f"http://127.0.0.1:{port}/").text == "not gatekeeper"
+        assert not [line for line in lines_for(quiet, lines) if "login/link" in line], lines.seen
+        os.kill(page, signal.SIGCONT)
+        assert proc.wait(timeout=start_allowance()) == 1
+        said = lines_for(1, lines)
+        error = next(line for line in lines.seen if line.startswith("Error:"))
+        assert re.match(r"Error: the review page could not start \(exit \d+\): ", error), error
+        assert "address already in use" in error and "`gatekeeper up --port N`" in error, error
+        assert not [line for line in lines.seen if "login/link" in line or "restart" in line], said
+        assert running_on(home) == []
+    finally:
+        if page and alive(page):
+            os.kill(page, signal.SIGCONT)
+        stop(proc)
+        if other is not None:
+            other.shutdown()
+            other.server_close()
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return ""

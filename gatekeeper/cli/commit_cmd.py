@@ -72,6 +72,7 @@ def commit(
     """
     if once and watch:
         raise click.UsageError("pass --once or --watch, not both")
+    from gatekeeper import ready
     from gatekeeper.commit import run, testing
     from gatekeeper.commit.watch import stop_on_signals
     from gatekeeper.commit.watch import watch as watch_loop
@@ -95,6 +96,7 @@ def commit(
                 stop_on_signals(stop)
                 which = f" of {', '.join(sorted(committer.servers))}" if committer.servers else ""
                 click.echo(f"Watching {database} for approvals{which} (Ctrl-C stops)", err=True)
+                ready.notify()  # holding the lock, watching: `gatekeeper up` counts it as running
                 watch_loop(committer, reader, stop, lambda m: click.echo(f"commit: {m}", err=True))
                 click.echo("Stopped.", err=True)
                 return

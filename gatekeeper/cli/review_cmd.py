@@ -71,9 +71,9 @@ def review(
         return
     ctx: Ctx = click_ctx.find_object(Ctx)  # type: ignore[assignment]
     check_exposure(host, port, allow_remote, tls_cert, tls_key, trusted_proxies)
-    import uvicorn
-
+    from gatekeeper import ready
     from gatekeeper.review.app import Config, create_app
+    from gatekeeper.review.serve import serve
     from gatekeeper.store.version import check_schema
 
     home = ctx.home.require()
@@ -86,8 +86,9 @@ def review(
     app = create_app(config)
     shown = config.public_origin or f"{scheme}://localhost:{port}"
     click.echo(f"Review page: {shown}/  (Ctrl-C stops; approve_with: {approve_with})", err=True)
-    uvicorn.run(
+    serve(
         app,
+        ready.notify,  # `gatekeeper up` waits for this before it prints a link
         host=host,
         port=port,
         log_level="warning",

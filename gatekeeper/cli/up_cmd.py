@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import socket
 import sys
-import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 import click
@@ -12,10 +11,12 @@ import click
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
 from gatekeeper.cli.passkey_cmd import print_enrolment_link
 from gatekeeper.cli.review_cmd import DEFAULT_PORT, check_exposure, check_reviewer_name, read_password
+from gatekeeper.errors import PolicyError
 from gatekeeper.store.target import PostgresUrl
 
 if TYPE_CHECKING:
     from gatekeeper.home import Home
+    from gatekeeper.policy import Policy
     from gatekeeper.up import Child
 
 APPROVALS = {"any": "a passkey, or the password typed again", "passkey": "a passkey"}
@@ -46,28 +47,35 @@ def up(
 ) -> None:
     """Start the review page and the committer (two child processes) and watch them.
 
-    Prints the review URL (at localhost: passkeys need that name) and a one-time log-in link (and
-    a passkey enrolment link for a reviewer it creates), a line for every proposal, decision and
-    commit, and restarts a child that dies. Ctrl-C stops both. Warns when the policy's review_url
-    names another port, since agents would be handed links to a page that is not there.
+    When the review page answers (not before), prints its URL (at localhost: passkeys need that
+    name) and a one-time log-in link (and a passkey enrolment link for a reviewer it creates); then
+    a line for every proposal, decision and commit, and restarts a child that dies after it ran.
+    Ctrl-C stops both. Warns when the policy's review_url names another port, since agents would be
+    handed links to a page that is not there. Exits 1 with the reason when it cannot start: a bad
+    policy, its port taken, another `up` or committer on this home, or a child that ends before it
+    runs.
     """
-    from gatekeeper.policy import load_policy
     from gatekeeper.review.auth import Tokens
     from gatekeeper.store.events import LOGIN_LINK_ISSUED
-    from gatekeeper.up import port_mismatch, review_port, supervise
+    from gatekeeper.up import supervise
+    from gatekeeper.upcheck import UpLock, check_no_committer, check_port, page_answers
 
     home = ctx.home
-    policy = load_policy(policy_file, home=home.path)
-    for problem in policy.check_workspaces():
-        click.echo(f"Warning: {problem}", err=True)
-    if port is None:
-        port = review_port(policy.review_url) or DEFAULT_PORT
-    if mismatch := port_mismatch(policy.review_url, port, str(policy.source)):
-        click.echo(f"Warning: {mismatch}", err=True)
+    policy = _policy(policy_file, home)
+    lock = UpLock(home)  # held until this process ends
+    if home.path.is_dir():  # else nothing can be running on it yet
+        lock.acquire()
+    port = _port(policy, port)
     check_exposure("127.0.0.1", port, False, tls_cert, tls_key, trusted_proxies)  # before a child fails on it
+    if home.path.is_dir():
+        check_no_committer(home, port)
+    check_port(port)
     who, created = _first_run(ctx, reviewer_name, password_stdin)
+    lock.acquire()
     served = ["--tls-cert", tls_cert, "--tls-key", tls_key] if tls_cert and tls_key else []
     children = _children(home, str(policy.source), port, [*served, *as_args("--trusted-proxy", trusted_proxies)])
+    children[0].answers = partial(page_answers, port, tls=bool(tls_cert))  # no link before the page answers
+    children[0].fix = f"if another program took port {port}, start on another: `gatekeeper up --port N`"
     origin = page_origin(policy.review_url, port, tls=bool(tls_cert))
 
     def say(line: str) -> None:
@@ -75,13 +83,6 @@ def up(
         sys.stdout.flush()
 
     def ready() -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
         with home.store() as store:
             store.append_event(LOGIN_LINK_ISSUED, ctx.actor, {"reviewer": who, "by": "up"})
         link = f"{origin}/login/link?token={Tokens(home.read_key()).login_link(who)}"
@@ -93,6 +94,30 @@ def up(
         say(f"Committing into the workspaces of {policy.source}. Ctrl-C stops.")
 
     raise SystemExit(supervise(home, children, say=say, ready=ready))
+
+
+def _policy(policy_file: str | None, home: Home) -> Policy:
+    """The policy, or ``up`` stops here with the policy's own error (exit 1, as for any start failure)."""
+    from gatekeeper.policy import load_policy
+    from gatekeeper.upcheck import StartFailed
+
+    try:
+        return load_policy(policy_file, home=home.path)
+    except PolicyError as exc:
+        raise StartFailed(str(exc)) from None
+
+
+def _port(policy: Policy, port: int | None) -> int:
+    """The page's port (default: the review_url's), after warning about what would go wrong."""
+    from gatekeeper.up import port_mismatch, review_port
+
+    for problem in policy.check_workspaces():
+        click.echo(f"Warning: {problem}", err=True)
+    if port is None:
+        port = review_port(policy.review_url) or DEFAULT_PORT
+    if mismatch := port_mismatch(policy.review_url, port, str(policy.source)):
+        click.echo(f"Warning: {mismatch}", err=True)
+    return port
 
 
 def _children(home: Home, policy: str, port: int, served: list[str]) -> list[Child]:
