@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gatekeeper.cautions import Caution
+from gatekeeper.store import cautioned
 from gatekeeper.store.queries import ProposalRow, Reader
 
 PAGE_SIZE = 50
@@ -35,3 +37,9 @@ def servers(reader: Reader) -> list[str]:
 
 def other_pending_for_path(reader: Reader, proposal_id: str, path: str, workspace: str) -> list[dict[str, Any]]:
     return reader.other_pending(proposal_id, path, workspace)
+
+
+def cautions(reader: Reader, rows: list[ProposalRow]) -> dict[str, list[Caution]]:
+    """The warnings of the pending rows (what a batch could approve), shown in their rows."""
+    found = {r.id: cautioned.of(reader.first, r.id) for r in rows if r.status == "pending"}
+    return {pid: c for pid, c in found.items() if c}
