@@ -1,8 +1,8 @@
 """Proposals with a warning (``gatekeeper.cautions``) as the store reads them: for the queue's rows,
 and for a batch approval, which refuses them whole with an event per proposal.
 
-Bytes over ``LARGE`` are not fetched (the size alone decides), so a page of 50 rows reads at most
-50 x 2 x 64 KiB; the scan then runs at the regex's C speed on ASCII.
+Bytes over ``LARGE`` are not fetched (the size alone decides), so a batch or a page of 50 rows reads
+at most 50 x 2 x 64 KiB; a batch reads its rows in one query.
 """
 
 from __future__ import annotations
@@ -18,26 +18,22 @@ from gatekeeper.store.tx import Tx
 
 First = Callable[[str, tuple[Any, ...]], tuple[Any, ...] | None]  # Tx.first or Reader.first
 
-_ROW = (
-    "SELECT mode, size, base_size, CASE WHEN size <= ? THEN content END, "
-    "CASE WHEN coalesce(base_size, 0) <= ? THEN base END, arguments, path, sha256 FROM proposal WHERE id = ?"
+_COLUMNS = (
+    "id, mode, size, base_size, CASE WHEN size <= ? THEN content END, "
+    "CASE WHEN coalesce(base_size, 0) <= ? THEN base END, arguments, path, sha256"
 )
 REFUSED_WHY = "a batch approval would hide its warning: approve it from its own page"
 
 
 def of(first: First, proposal_id: str) -> list[Caution]:
     """One proposal's warnings ([] for none, or for no such proposal: the decision names that)."""
-    found = _read(first, proposal_id)
-    return [] if found is None else found[0]
+    row = first(f"SELECT {_COLUMNS} FROM proposal WHERE id = ?", (LARGE, LARGE, proposal_id))
+    return [] if row is None else _cautions(row)
 
 
-def _read(first: First, proposal_id: str) -> tuple[list[Caution], str, str] | None:
-    """The warnings, path and sha256 of one proposal; None if there is no such proposal."""
-    row = first(_ROW, (LARGE, LARGE, proposal_id))
-    if row is None:
-        return None
-    mode, size, base_size, content, base, arguments, path, sha256 = row
-    found = cautions(
+def _cautions(row: tuple[Any, ...]) -> list[Caution]:
+    _pid, mode, size, base_size, content, base, arguments = row[:7]
+    return cautions(
         mode=str(mode),
         size=int(size),
         base_size=None if base_size is None else int(base_size),
@@ -45,19 +41,22 @@ def _read(first: First, proposal_id: str) -> tuple[list[Caution], str, str] | No
         base=None if base is None else bytes(base),
         arguments=str(arguments),
     )
-    return found, str(path), str(sha256)
 
 
 def refuse_batch(tx: Tx, proposal_ids: Sequence[str], reviewer: str, actor: str) -> Conflict | None:
     """For an approval of several proposals at once: a ``decision_refused`` event for each one with
     a warning, and the error that refuses the whole batch (None when none has one). The caller
     commits the events and raises the error: nothing is approved."""
+    marks = ", ".join("?" for _ in proposal_ids)
+    rows = tx.all(f"SELECT {_COLUMNS} FROM proposal WHERE id IN ({marks})", (LARGE, LARGE, *proposal_ids))
+    by_id = {str(row[0]): row for row in rows}  # one query for the batch, read in the batch's order
     named: list[str] = []
     for pid in proposal_ids:
-        read = _read(tx.first, pid)
-        if read is None or not read[0]:
+        row = by_id.get(pid)
+        found = [] if row is None else _cautions(row)
+        if row is None or not found:
             continue
-        found, path, sha256 = read
+        path, sha256 = str(row[7]), str(row[8])
         texts = [c.text for c in found]
         named.append(f"{path} ({'; '.join(texts)})")
         payload = {"verdict": "approved", "reviewer": reviewer, "why": REFUSED_WHY, "path": path, "sha256": sha256}
