@@ -14,6 +14,7 @@ from typing import Annotated
 
 from fastapi import Depends, Form, Request
 
+from gatekeeper.review import next_page
 from gatekeeper.review.errors import ReviewError
 from gatekeeper.review.state import ReviewState, review_state
 from gatekeeper.store.events import REQUEST_REFUSED
@@ -23,10 +24,11 @@ State = Annotated[ReviewState, Depends(review_state)]
 
 
 def reviewer_session(request: Request, state: State) -> Session:
-    """Dependency for reads: the reviewer's session, or off to the log-in page."""
+    """Dependency for reads: the reviewer's session, or off to the log-in page (which then brings
+    the person back here: the agent's link to a proposal lands on that proposal)."""
     session = state.session_of(request)
     if session is None:
-        raise ReviewError(401, "log in first", people_go_to="/login")
+        raise ReviewError(401, "log in first", people_go_to=next_page.login_url(request))
     return session
 
 

@@ -83,9 +83,12 @@ class Tokens:
         return bool(token) and hmac.compare_digest(self.csrf(sid), token or "")
 
     # the log-in form's CSRF, before there is a session: bound to a signed nonce cookie
-    def login_form_cookie(self) -> tuple[str, str]:
+    def login_form_cookie(self, next_page: str | None = None) -> tuple[str, str]:
+        """The cookie and the form's token; ``next_page`` (already checked local) rides in the signed
+        cookie, so a one-time link opened in this browser also ends where the log-in started."""
         nonce = secrets.token_urlsafe(16)
-        return self._login_form.dumps({"n": nonce}), self._login_csrf(nonce)
+        data = {"n": nonce} | ({"next": next_page} if next_page else {})
+        return self._login_form.dumps(data), self._login_csrf(nonce)
 
     def _login_csrf(self, nonce: str) -> str:
         return hmac.new(self._key, b"gatekeeper.review.login-csrf:" + nonce.encode(), hashlib.sha256).hexdigest()
@@ -95,6 +98,13 @@ class Tokens:
         if not isinstance(data, dict) or not isinstance(data.get("n"), str) or not token:
             return False
         return hmac.compare_digest(self._login_csrf(data["n"]), token)
+
+    def login_form_next(self, cookie: str | None) -> str | None:
+        """The page the last log-in form in this browser was to return to, if any (unchecked: the
+        caller passes it through ``next_page.safe``)."""
+        data = self._loads(self._login_form, cookie, LOGIN_FORM_TTL)
+        found = data.get("next") if isinstance(data, dict) else None
+        return found if isinstance(found, str) else None
 
     # one-time log-in links
     def login_link(self, reviewer: str) -> str:

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gatekeeper import signing
+from gatekeeper import humane, signing
 from gatekeeper.approval import ApprovalRefused, Proof, Subject
 from gatekeeper.canonical import now_ts
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
+from gatekeeper.store import cautioned, quorum
 from gatekeeper.store import events as ev
-from gatekeeper.store import quorum
 from gatekeeper.store.bounded import bounded
 from gatekeeper.store.proofs import ApprovalRules, Checked, PasswordCheck, PasswordProof, check_proof, spend
 from gatekeeper.store.signed_rows import reviewer_refusal
@@ -96,11 +96,18 @@ class Decisions(Transactions):
         actor: str | None = None,
     ) -> list[Event]:
         """Approve several proposals with one assertion, all or none: ``shown[i]`` is the proof's
-        digest ``i`` (``proof.index`` is ignored), and each decision stores its own index."""
+        digest ``i`` (``proof.index`` is ignored), and each decision stores its own index. A proposal
+        with a warning (``gatekeeper.cautions``) refuses the whole batch, with an event for it."""
         if not 0 < len(shown) <= MAX_BATCH:
             raise InvalidInput(f"approve between 1 and {MAX_BATCH} proposals at once, not {len(shown)}")
         if len(shown) != len(proof.digests):
             raise ApprovalRefused(f"the assertion covers {len(proof.digests)} proposals, but {len(shown)} were sent")
+        # What the page warns about is read beside the content, never approved from a queue row.
+        with self.transaction() as tx:
+            ids = [s.proposal_id for s in shown]
+            warned = cautioned.refuse_batch(tx, ids, reviewer, actor or f"reviewer:{reviewer}")
+        if warned is not None:
+            raise warned
         return self._decide(list(enumerate(shown)), "approved", reviewer, None, actor, proof, rules)
 
     def _decide(
@@ -142,7 +149,8 @@ class Decisions(Transactions):
                     if events is not None:
                         return events
                     pid = posted[0].proposal_id
-                    refused = posted[0], "already decided", Conflict(f"proposal {pid} is already decided")
+                    won = already_decided(tx, pid) or Conflict(f"proposal {pid} is already decided")
+                    refused = posted[0], "already decided", won
                     # Nothing else was written in this transaction: the refusal event commits alone.
                     tx.append_event(ev.DECISION_REFUSED, actor, refusal_payload(*refused[:2]), pid)
             else:
@@ -288,8 +296,8 @@ def decision_refusal(tx: Tx, d: Posted, keyring: KeyRing) -> tuple[str | None, E
             "(its password, passkeys or enabled flag may have been changed in the database)",
             f"set the password again with `gatekeeper reviewer passwd {d.reviewer}` and run `gatekeeper audit verify`",
         )
-    if tx.first("SELECT 1 FROM decision WHERE proposal_id = ?", (pid,)):
-        return "already decided", Conflict(f"proposal {pid} is already decided")
+    if (decided := already_decided(tx, pid)) is not None:
+        return "already decided", decided
     if d.sha256 != row[0] or d.path != row[1]:
         return "digest or path mismatch", Conflict(
             f"the approval names sha256 {d.sha256[:12]}… at {d.path!r}, but proposal {pid} "
@@ -306,3 +314,16 @@ def decision_refusal(tx: Tx, d: Posted, keyring: KeyRing) -> tuple[str | None, E
     if d.verdict == "approved" and row[2] <= now_ts():
         return "expired", Conflict(f"proposal {pid} expired at {row[2]}", "ask the agent to propose again")
     return None, None
+
+
+def already_decided(tx: Tx, proposal_id: str) -> Conflict | None:
+    """The refusal of a second decision, saying who made the first and when; None if there is none."""
+    row = tx.first("SELECT verdict, reviewer, decided_at FROM decision WHERE proposal_id = ?", (proposal_id,))
+    if row is None:
+        return None
+    verdict, reviewer, at = str(row[0]), str(row[1]), str(row[2])
+    return Conflict(
+        f"proposal {proposal_id} is already decided: {verdict} by {reviewer} {humane.ago(at)}, "
+        f"at {humane.local(at)} ({humane.iso(at)})",
+        "reload its page to see the decision and what followed",
+    )

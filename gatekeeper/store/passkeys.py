@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 from gatekeeper.approval import StoredPasskey, Subject, batch_challenge, decision_digest
 from gatekeeper.canonical import format_ts, now_ts, sha256_hex, utc_now
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
+from gatekeeper.store import cautioned
 from gatekeeper.store import events as ev
+from gatekeeper.store.decisions import already_decided
 from gatekeeper.store.proofs import passkey_by_credential
 from gatekeeper.store.signed_rows import PASSKEY_COLUMNS, next_seq, passkey_problem, passkey_signed
 from gatekeeper.store.tx import Event, Transactions, Tx
@@ -168,10 +170,19 @@ class Passkeys(Transactions):
 
     # -- approval challenges -------------------------------------------------------------------
 
-    def issue_challenge(self, reviewer: str, proposal_ids: Sequence[str], ttl: timedelta = CHALLENGE_TTL) -> Challenge:
-        """A fresh nonce for ``reviewer`` approving these pending proposals, and the digests it binds."""
+    def issue_challenge(
+        self, reviewer: str, proposal_ids: Sequence[str], ttl: timedelta = CHALLENGE_TTL, *, batch: bool = False
+    ) -> Challenge:
+        """A fresh nonce for ``reviewer`` approving these pending proposals, and the digests it binds.
+        ``batch``: for the queue's selection, which refuses a proposal with a warning before any passkey
+        is asked (``approve_batch`` refuses it again: this is for the person, that is the rule)."""
         if not proposal_ids or len(set(proposal_ids)) != len(proposal_ids):
             raise InvalidInput("name each proposal to approve once", "select at least one proposal")
+        if batch:
+            with self.transaction() as tx:
+                warned = cautioned.refuse_batch(tx, proposal_ids, reviewer, f"reviewer:{reviewer}")
+            if warned is not None:
+                raise warned
         nonce = secrets.token_urlsafe(24)
         with self.transaction() as tx:
             _enabled(tx, reviewer)
@@ -205,7 +216,7 @@ def _pending(tx: Tx, proposal_id: str) -> Subject:
     if row is None:
         raise NotFound(f"no proposal {proposal_id}")
     if row[5] is not None:
-        raise Conflict(f"proposal {proposal_id} is already decided")
+        raise already_decided(tx, proposal_id) or Conflict(f"proposal {proposal_id} is already decided")
     if row[4] <= now_ts():
         raise Conflict(f"proposal {proposal_id} expired at {row[4]}", "ask the agent to propose again")
     return Subject(proposal_id, row[0], row[1], row[2], row[3])

@@ -17,6 +17,12 @@ from gatekeeper.store.store import Store
 
 __all__ = ["Reviews", "Session"]  # event kinds live in store/events.py only
 
+# The throttle's one counter: a name's attempts in the window that failed or are still being checked.
+COUNTED_ATTEMPTS = (
+    "SELECT count(*) FROM login_attempt WHERE name_key = ? AND started_at >= ? "
+    "AND (outcome IS NULL OR outcome = 'failed')"
+)
+
 
 @dataclass(frozen=True)
 class Session:
@@ -104,11 +110,7 @@ class Reviews:
         since = format_ts(now - window)
         with self.store.transaction() as conn:
             conn.run("DELETE FROM login_attempt WHERE started_at < ?", (since,))
-            row = conn.first(
-                "SELECT count(*) FROM login_attempt WHERE name_key = ? AND started_at >= ? "
-                "AND (outcome IS NULL OR outcome = 'failed')",
-                (name_key, since),
-            )
+            row = conn.first(COUNTED_ATTEMPTS, (name_key, since))
             if row is not None and int(row[0]) >= limit:
                 return None
             found = conn.first(
@@ -122,3 +124,9 @@ class Reviews:
         """A successful check stops counting against the name; a failed one keeps counting."""
         with self.store.transaction() as conn:
             conn.run("UPDATE login_attempt SET outcome = ? WHERE id = ?", ("ok" if ok else "failed", attempt))
+
+    def attempts_left(self, name_key: str, limit: int, window: timedelta) -> int:
+        """How many more passwords the name may try before the throttle refuses it: the very count
+        ``begin_login_attempt`` checks (failed or unfinished attempts in the window), from ``limit``."""
+        row = self._one(COUNTED_ATTEMPTS, (name_key, format_ts(utc_now() - window)))
+        return max(0, limit - (int(str(row[0])) if row is not None else 0))

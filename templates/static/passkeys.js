@@ -121,7 +121,7 @@
         const start = await post("/api/login/passkey/options", { csrf_token: csrf });
         const credential = await ask("get", start.options);
         await post("/api/login/passkey", { csrf_token: csrf, ticket: start.ticket, credential: JSON.stringify(credentialJSON(credential)) });
-        window.location.assign("/");
+        window.location.assign(login.dataset.next || "/");  // the server put only a local path there
       } catch (e) { say(e.message); busy(login, false); }
     });
   }

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Form, Request
+from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from gatekeeper.review import auth, cookies, where
+from gatekeeper.review import auth, cookies, next_page, where
 from gatekeeper.review.access import State, unsafe
 from gatekeeper.review.errors import ReviewError
 from gatekeeper.review.state import ReviewState
@@ -21,19 +21,24 @@ router = APIRouter()
 
 
 @router.get("/login")
-def login_form(request: Request, state: State, error: str | None = None) -> HTMLResponse:
-    return login_page(request, state, error)
+def login_form(
+    request: Request, state: State, error: str | None = None, after: Annotated[str, Query(alias="next")] = ""
+) -> HTMLResponse:
+    return login_page(request, state, error, after)
 
 
-def login_page(request: Request, state: ReviewState, error: str | None) -> HTMLResponse:
-    """The form, with a fresh CSRF token bound to a signed nonce cookie (there is no session yet)."""
-    cookie, token = state.tokens.login_form_cookie()
+def login_page(request: Request, state: ReviewState, error: str | None, after: str = "") -> HTMLResponse:
+    """The form, with a fresh CSRF token bound to a signed nonce cookie (there is no session yet).
+    ``after``: the page to return to once logged in (kept only if it is a local path)."""
+    back = next_page.safe(after)
+    cookie, token = state.tokens.login_form_cookie(back)
     response = state.page(
         request,
         "login.html",
         401 if error else 200,
         login_csrf=token,
         error=error,
+        next_page=back,
         localhost=None if where.on_localhost(request, state) else where.localhost_link(request, state),
     )
     cookies.put(response, request, auth.LOGIN_COOKIE, cookie, max_age=int(auth.LOGIN_FORM_TTL.total_seconds()))
@@ -47,6 +52,7 @@ def login(
     username: Annotated[str, Form()] = "",
     password: Annotated[str, Form()] = "",
     csrf_token: Annotated[str, Form()] = "",
+    after: Annotated[str, Form(alias="next")] = "",
 ) -> Response:
     if not state.tokens.login_form_ok(cookies.read(request, auth.LOGIN_COOKIE), csrf_token):
         state.refusals.record(REQUEST_REFUSED, "review", {"why": "log-in form CSRF token missing or wrong"})
@@ -63,13 +69,15 @@ def login(
         # One event per checked password: the throttle bounds them, so they are not coalesced.
         why = {"username": state.who(username), "why": "wrong name or password"}
         state.refusals.record(LOGIN_FAILED, "review", why, coalesce=False)
-        return login_page(request, state, error="Wrong name or password.")
-    return logged_in(request, state, state.reviews.start_session(username, auth.SESSION_TTL, "password"))
+        return login_page(request, state, "Wrong name or password.", after)
+    session = state.reviews.start_session(username, auth.SESSION_TTL, "password")
+    return logged_in(request, state, session, after)
 
 
-def logged_in(request: Request, state: ReviewState, session: Session) -> Response:
-    """To the queue, with the session cookie set and the log-in form's cookie gone."""
-    return with_session(request, state, session, RedirectResponse("/", status_code=303))
+def logged_in(request: Request, state: ReviewState, session: Session, after: str | None) -> Response:
+    """To the page the log-in started from (a local path only), else the queue, with the session
+    cookie set and the log-in form's cookie gone."""
+    return with_session(request, state, session, RedirectResponse(next_page.target(after), status_code=303))
 
 
 def with_session(request: Request, state: ReviewState, session: Session, response: Response) -> Response:
@@ -81,7 +89,10 @@ def with_session(request: Request, state: ReviewState, session: Session, respons
 
 
 @router.get("/login/link")
-def login_link(request: Request, state: State, token: str = "") -> Response:
+def login_link(
+    request: Request, state: State, token: str = "", after: Annotated[str, Query(alias="next")] = ""
+) -> Response:
+    """A one-time link: it ends at ``next``, else where this browser's last log-in form was to return."""
     data = state.tokens.login_link_data(token)
     if data is None:
         state.refusals.record(REQUEST_REFUSED, "review", {"why": "log-in link invalid or expired"})
@@ -93,7 +104,8 @@ def login_link(request: Request, state: State, token: str = "") -> Response:
     if state.reviews.password_hash(reviewer) is None:
         state.refusals.record(LOGIN_FAILED, "review", {"username": reviewer, "why": "link for a disabled reviewer"})
         raise ReviewError(403, f"Reviewer {reviewer!r} is disabled or unknown.")
-    return logged_in(request, state, state.reviews.start_session(reviewer, auth.SESSION_TTL, "link"))
+    after = after or state.tokens.login_form_next(cookies.read(request, auth.LOGIN_COOKIE)) or ""
+    return logged_in(request, state, state.reviews.start_session(reviewer, auth.SESSION_TTL, "link"), after)
 
 
 @router.post("/logout")

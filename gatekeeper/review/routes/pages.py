@@ -11,7 +11,9 @@ from fastapi.responses import HTMLResponse, Response
 from gatekeeper.review import change, queue, render, where
 from gatekeeper.review.access import ReviewerSession, State
 from gatekeeper.review.proposals import approvals_view, detail, queue_approvals, status_filter
+from gatekeeper.review.state import ReviewState
 from gatekeeper.store.queries import STATUSES
+from gatekeeper.store.reviews import Session
 
 router = APIRouter()
 
@@ -36,6 +38,7 @@ def queue_view(
         result = queue.queue_page(r, status=chosen, server=server or None, page=max(1, page_no))
         all_servers = queue.servers(r)
         approvals = queue_approvals(state, r, result.rows)
+        cautions = queue.cautions(r, result.rows)
     return state.page(
         request,
         "queue.html",
@@ -46,6 +49,7 @@ def queue_view(
         statuses=STATUSES,
         servers=all_servers,
         approvals=approvals,
+        cautions=cautions,
         passkey=where.has_passkey(state, session.reviewer),
         approved=max(0, approved),
     )
@@ -56,6 +60,19 @@ def proposal_view(request: Request, state: State, session: ReviewerSession, prop
     moved = where.move_to_localhost(request, state, session)
     if moved is not None:
         return moved
+    return proposal_page(request, state, session, proposal_id)
+
+
+def proposal_page(
+    request: Request,
+    state: ReviewState,
+    session: Session,
+    proposal_id: str,
+    code: int = 200,
+    approve_error: str | None = None,
+) -> HTMLResponse:
+    """One proposal's page; ``approve_error``: why the approval just posted was refused, shown
+    beside the approve form (shown again, so the reviewer can try once more)."""
     found = detail(state, proposal_id)
     absolute = os.path.join(found["workspace"], found["path"])
     arguments = json.dumps(json.loads(found["arguments"]), indent=2, ensure_ascii=False).encode("utf-8")
@@ -65,7 +82,9 @@ def proposal_view(request: Request, state: State, session: ReviewerSession, prop
     return state.page(
         request,
         "proposal.html",
+        code,
         session=session,
+        approve_error=approve_error,
         p=found,
         absolute=absolute,
         exists_now=False if is_change else os.path.lexists(absolute),

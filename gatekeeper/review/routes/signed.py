@@ -50,7 +50,9 @@ def answered() -> Iterator[None]:
         raise ReviewError(400, str(exc)) from None
 
 
-def challenge_for(request: Request, state: ReviewState, session: Session, ids: list[str]) -> JSONResponse:
+def challenge_for(
+    request: Request, state: ReviewState, session: Session, ids: list[str], *, batch: bool = False
+) -> JSONResponse:
     if not where.on_localhost(request, state):
         raise ReviewError(409, where.not_localhost_message(state))
     credentials = [p.credential_id for p in state.store.passkeys(session.reviewer)]
@@ -59,7 +61,7 @@ def challenge_for(request: Request, state: ReviewState, session: Session, ids: l
     if state.rules.rp is None:
         raise ReviewError(409, "This review page does not know its own address, so it cannot use passkeys.")
     with answered():
-        ch = state.store.issue_challenge(session.reviewer, ids)
+        ch = state.store.issue_challenge(session.reviewer, ids, batch=batch)
     options = enrolment.authentication_options(state.rules.rp, ch.challenge, credentials)
     body = {"options": json.loads(options), "nonce": ch.nonce, "digests": list(ch.digests), "expires_at": ch.expires_at}
     return JSONResponse(body)
@@ -125,7 +127,7 @@ def batch_challenge(
 ) -> JSONResponse:
     if not 0 < len(ids) <= MAX_BATCH:
         raise ReviewError(400, f"Select between 1 and {MAX_BATCH} proposals to approve at once.")
-    return challenge_for(request, state, session, ids)
+    return challenge_for(request, state, session, ids, batch=True)
 
 
 @router.post("/approve-selected")
