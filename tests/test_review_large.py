@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gatekeeper.home import Home
+from gatekeeper.review.change import size_change
 from gatekeeper.review.render import FOLD_CHARS, FOLD_ROWS
 from gatekeeper.store.store import Store
 from tests.helpers import draft
@@ -83,3 +84,11 @@ def test_times_read_as_how_long_ago_with_the_exact_instant_in_a_tooltip(home: Ho
     assert re.search(rf'<td id="expires">{TIME}in 60 min</time>', html)
     history = html.split('id="history"', 1)[1]
     assert re.search(rf"<tr><td>\d+</td><td>{TIME}just now</time> <span class=\"local\">", history)
+
+
+def test_a_change_in_size_reads_in_units_and_exactly_where_rounding_would_hide_it() -> None:
+    assert size_change(None, 198_000) == "198 KB"
+    assert size_change(71, 83) == "71 → 83 bytes (+12 bytes)"
+    assert size_change(1_204, 1_310) == "1.2 KB → 1.3 KB (+106 bytes)"
+    assert size_change(2_910, 2_918) == "2,910 → 2,918 bytes (+8 bytes)"
+    assert size_change(250_000, 0) == "250 KB → 0 bytes (−250 KB)"

@@ -43,22 +43,32 @@ class Site:
     base: str
     big: str  # the 198 KB create's id
     small: str  # a small create with a long actor in its history
+    edit: str  # a change to an existing file: a diff
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     require_chromium()
 
-    home = make_home(tmp_path_factory.mktemp("layout") / "home")
+    root = tmp_path_factory.mktemp("layout")
+    home = make_home(root / "home")
+    (root / "ws" / "notes").mkdir(parents=True)
+    base = "".join(f"Line {i}: the meeting notes as they stand, long enough to wrap on a phone\n" for i in range(40))
+    (root / "ws" / "notes" / "meeting.md").write_text(base)
+    result = base.replace("Line 7: the meeting", "Line 7: the revised meeting")
     deep = "notes/" + "/".join(["quarterly-planning-documents"] * 3) + "/summary-of-the-meeting.md"
     with Store(home.db_path) as store:
         store.add_reviewer("alice", hashed())
         big = store.propose(draft("notes/big.md", big_note()))
         small = store.propose(draft(deep, b"short\n"), actor="proxy:01M8SXRCEQANEWNTXXE621W3KA")
+        d = dataclasses.replace(
+            draft("notes/meeting.md", result.encode()), workspace=str(root / "ws"), mode="edit", base=base.encode()
+        )
+        edit = store.propose(d)
     shutil.rmtree(SHOTS, ignore_errors=True)
     SHOTS.mkdir(parents=True)
     with review_server(home) as base:
-        yield Site(base, big.id, small.id)
+        yield Site(base, big.id, small.id, edit.id)
 
 
 @pytest.fixture(scope="module")
@@ -144,4 +154,8 @@ def test_nothing_runs_off_a_phone(chromium: Any, site: Site, viewport: dict[str,
     assert box is not None and box["width"] >= 120, f"the actor column is {box} wide"
     line = float(page.evaluate("s => parseFloat(getComputedStyle(document.querySelector(s)).lineHeight) || 20", actor))
     assert box["height"] <= 2.5 * line, f"the actor wraps into {box['height'] / line:.0f} lines"
+    page.goto(f"{site.base}/proposals/{site.edit}")
+    page.screenshot(path=str(SHOTS / f"edit-{width}.png"), full_page=True)
+    assert page_width(page) <= width, f"the edit's page is {page_width(page)} px wide in a {width} px window"
+    assert page.locator("#diff tr.added").count() == 1
     page.close()

@@ -133,11 +133,14 @@ class OnDisk:
 
 
 def size_change(old: int | None, new: int) -> str:
-    """ "1.2 KB → 1.3 KB (+106 bytes)", "71 → 83 bytes (+12 bytes)"; a create is just its size."""
+    """ "1.2 KB → 1.3 KB (+106 bytes)", "71 → 83 bytes (+12 bytes)", "2,910 → 2,918 bytes (+8 bytes)" (where
+    both round alike); a create is just its size."""
     if old is None:
         return humane.size(new)
     before, after = humane.size(old), humane.size(new)
-    if before.endswith(" bytes") and after.endswith(" bytes"):
+    if before == after and old != new:  # "2.9 KB → 2.9 KB" says nothing: the exact counts do
+        before, after = f"{old:,}", f"{new:,} bytes"
+    elif before.endswith(" bytes") and after.endswith(" bytes"):
         before = before.removesuffix(" bytes")
     return f"{before} → {after} ({humane.size_delta(new - old)})"
 
