@@ -92,3 +92,18 @@ def test_a_change_in_size_reads_in_units_and_exactly_where_rounding_would_hide_i
     assert size_change(1_204, 1_310) == "1.2 KB → 1.3 KB (+106 bytes)"
     assert size_change(2_910, 2_918) == "2,910 → 2,918 bytes (+8 bytes)"
     assert size_change(250_000, 0) == "250 KB → 0 bytes (−250 KB)"
+
+
+def test_a_long_delete_folds_the_bytes_it_removes(home: Home, page: Page, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "notes").mkdir(parents=True)
+    base = b"".join(b"line %d\n" % i for i in range(600))
+    (ws / "notes/a.md").write_bytes(base)
+    d = dataclasses.replace(draft("notes/a.md", b""), workspace=str(ws), mode="delete", base=base)
+    with Store(home.db_path) as store:
+        p = store.propose(d)
+    html = page.client.get(f"/proposals/{p.id}").text
+    head, rest = html.split('id="deleted-fold"', 1)
+    folded = rest.split("</details>", 1)[0]
+    assert head.count('<td class="ln">') == FOLD_ROWS and folded.count('<td class="ln">') == 600 - FOLD_ROWS
+    assert f"{600 - FOLD_ROWS} more lines folded below</p>" in rest  # no whole-file link: nothing would remain
