@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from gatekeeper.review.render import Mark, marks, render
+import base64
+import json
+
+from gatekeeper.review.render import FOLD_ROWS, Mark, Note, arguments, fold_at, marks, render
 
 
 def test_plain_text_lines() -> None:
@@ -75,3 +78,40 @@ def test_marks_for_a_path_keep_spaces_and_mark_tabs_and_invisibles() -> None:
         ".md",
     ]
     assert marks("a\u202eb") == ["a", Mark("U+202E", "RIGHT-TO-LEFT OVERRIDE", True), "b"]
+
+
+def test_an_argument_that_is_the_content_says_so_instead_of_repeating_it() -> None:
+    body = "line one\nline \u202etwo\n"
+    sent = json.dumps({"body": body, "nested": {"body": body}, "title": "t\u200bitle"})
+    r = arguments(sent, body.encode(), "text", "the content shown above")
+    assert r.lines[1] == ['  "body": ', Note("the content shown above"), ","]
+    # Only the repeat is named: the other arguments keep their hidden characters marked, nested copies too.
+    assert r.hidden == {"U+200B ZERO WIDTH SPACE": 1, "U+202E RIGHT-TO-LEFT OVERRIDE": 1}
+    assert r.lines[-2] == ['  "title": "t', Mark("U+200B", "ZERO WIDTH SPACE", False), 'itle"']
+    last = arguments(json.dumps({"path": "a.md", "content": body}), body.encode(), "text", "same")
+    assert last.lines[-2] == ['  "content": ', Note("same")]
+
+
+def test_a_base64_argument_is_the_content_only_when_it_decodes_to_it() -> None:
+    data = bytes(range(256))
+    sent = json.dumps({"content": base64.b64encode(data).decode(), "other": base64.b64encode(b"x").decode()})
+    r = arguments(sent, data, "base64", "same")
+    assert r.lines[1] == ['  "content": ', Note("same"), ","]
+    assert isinstance(r.lines[2][0], str) and r.lines[2][0].startswith('  "other": "eA==')
+    assert arguments(sent, data, "text", "same").lines[1][0].startswith('  "content": "AAECAw')  # a text rule
+
+
+def test_nothing_is_named_for_an_empty_content_or_arguments_that_are_not_an_object() -> None:
+    assert arguments(json.dumps({"content": ""}), b"", "text", "same").lines[1] == ['  "content": ""']
+    assert arguments(json.dumps(["a"]), b"a", "text", "same").lines[1] == ['  "a"']
+
+
+def test_long_contents_fold_after_a_few_hundred_lines_or_many_characters() -> None:
+    assert fold_at([10] * 100) == 100  # short: nothing folded
+    assert fold_at([10] * (FOLD_ROWS + 20)) == FOLD_ROWS + 20  # a few rows more are shown, not folded
+    assert fold_at([10] * 2000) == FOLD_ROWS
+    assert fold_at([1000] * 200) == 16  # long lines: folded by characters
+    assert fold_at([200_000]) == 1  # one huge line is still shown
+    big = render(b"".join(b"line %d \xe2\x80\x8b\n" % i for i in range(1000)))
+    assert big.fold == FOLD_ROWS and big.count == 1000
+    assert big.folded_hidden == 1000 - FOLD_ROWS  # the fold's summary names the marks it hides

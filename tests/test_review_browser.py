@@ -63,17 +63,17 @@ def assert_tricky_marked(page: Any, sha256: str) -> None:
         f"# admin{rlo} {lri}// check later{pdi} {rli}",
         f"ok{zwsp}ay = True",
     ]
-    # The arguments exactly as the host sent them (JSON-escaped newlines), hidden characters marked.
+    # The arguments as the host sent them, but the body is the content: it says so instead of showing
+    # the same bytes (and their marks) a second time as one JSON string.
     assert page.locator("#arguments td.code").all_inner_texts() == [
         "{",
-        f'  "body": "total = 100\\n# admin{rlo} {lri}// check later{pdi} {rli}\\nok{zwsp}ay = True\\n",',
+        '  "body": ⟨the content shown above (63 bytes)⟩,',
         '  "title": "tricky"',
         "}",
     ]
     arguments = page.locator("section", has=page.locator("#arguments"))
-    assert "The arguments hold 5 invisible or control characters (marked below)." in arguments.inner_text()
-    assert page.locator("#arguments mark.hidden").count() == 5
-    assert page.locator("#arguments mark.bidi").count() == 4
+    assert "The arguments hold" not in arguments.inner_text()
+    assert page.locator("#arguments mark.hidden").count() == 0
 
 
 def test_review_in_a_real_browser(home: Home, browser: object, shots: Path) -> None:
@@ -104,7 +104,7 @@ def test_review_in_a_real_browser(home: Home, browser: object, shots: Path) -> N
         page.goto(f"{base}/proposals/{b.id}")
         assert page.locator("#arguments td.code").all_inner_texts() == [
             "{",
-            '  "content": "other — café\\n",',
+            '  "content": ⟨the content shown above (16 bytes)⟩,',
             '  "path": "notes/other.md"',
             "}",
         ]

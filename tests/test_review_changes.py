@@ -85,7 +85,7 @@ def test_edit_shows_the_diff_with_line_numbers_and_counts(home: Home, workspace:
     p = propose(home, workspace, "notes/a.md", "edit", TEN, result)
     text = page.client.get(f"/proposals/{p.id}").text
     assert 'id="mode">edit</span>' in text
-    assert "<strong>Edit</strong>" in text and "71 → 83 bytes (+12)" in text
+    assert "<strong>Edit</strong>" in text and "71 → 83 bytes (+12 bytes)" in text
     assert re.search(r'<span class="added-count">\+2</span> <span class="removed-count">−1</span>', text)
     assert rows(text) == [
         ("context", "2", "2", "line 2"),
@@ -238,12 +238,14 @@ def test_queue_shows_mode_and_size_change(home: Home, workspace: Path, page: Pag
     propose(home, workspace, "notes/b.md", "create", None, b"hello\n")
     text = page.client.get("/").text
     assert re.search(
-        r'<span class="mode mode-edit">edit</span></td>\s*<td class="path">.*?notes/a.md.*?</td>\s*'
-        r'<td class="size">71 → 73 bytes \(\+2\)</td>',
+        r'<span class="mode mode-edit">edit</span></td>\s*<td class="path dest">.*?notes/a.md.*?</td>\s*'
+        r'<td class="size" title="73 bytes">71 → 73 bytes \(\+2 bytes\)</td>',
         text,
         re.S,
     )
-    assert re.search(r'<span class="mode mode-create">create</span>.*?<td class="size">6</td>', text, re.S)
+    assert re.search(
+        r'<span class="mode mode-create">create</span>.*?<td class="size" title="6 bytes">6 bytes</td>', text, re.S
+    )
 
 
 def test_api_detail_of_a_change(home: Home, workspace: Path, page: Page) -> None:

@@ -56,7 +56,7 @@ def test_edit_approved_in_a_real_browser(home: Home, tmp_path: Path, browser: ob
         log_in(page, base)
         queue_row = page.locator("table.queue tr", has=page.locator("text=notes/meeting.md"))
         assert queue_row.locator(".mode").inner_text().lower() == "edit"
-        assert "811 → 784 bytes (−27)" in queue_row.inner_text()
+        assert "811 → 784 bytes (−27 bytes)" in queue_row.inner_text()
         page.screenshot(path=str(shots / "queue.png"), full_page=True)
         page.click("text=notes/meeting.md")
         page.wait_for_url(f"{base}/proposals/{p.id}")

@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup, escape
 
-from gatekeeper import diff
+from gatekeeper import diff, humane
 from gatekeeper.commit.reading import read_at
 from gatekeeper.review import render
 
@@ -64,11 +65,39 @@ class ChangeView:
     def size_change(self) -> str:
         return size_change(self.old_size, self.new_size)
 
-    def table_rows(self) -> Markup:
-        """The diff table's rows as HTML. Built here, not in the template: a 1,000-line diff in a
-        large file is thousands of rows, and a Jinja loop over them cost ~80 ms of a page whose
-        whole budget is 100 ms. Every piece of text goes through ``markupsafe.escape``; marks are
-        the same ``<mark>`` that ``_text.html`` draws."""
+    def table_rows(self, start: int = 0, stop: int | None = None) -> Markup:
+        """The diff table's rows ``start:stop`` as HTML (hunk headers count as rows)."""
+        return Markup("".join(self._rows[start:stop]))  # every text piece in them is escaped
+
+    @property
+    def row_count(self) -> int:
+        return len(self._rows)
+
+    @cached_property
+    def fold(self) -> int:
+        """How many diff rows the page shows before "show all" (``row_count``: all of them)."""
+        sizes: list[int] = []
+        for hunk in self.hunks:
+            sizes.append(len(hunk.header))
+            sizes.extend(sum(len(seg) if isinstance(seg, str) else 12 for seg in r.segments) for r in hunk.rows)
+        return render.fold_at(sizes)
+
+    @property
+    def folded_hidden(self) -> int:
+        """Invisible characters in the folded rows, which the fold's summary names."""
+        marks = [
+            n
+            for hunk in self.hunks
+            for n in (0, *(sum(isinstance(seg, render.Mark) for seg in r.segments) for r in hunk.rows))
+        ]
+        return sum(marks[self.fold :])
+
+    @cached_property
+    def _rows(self) -> list[str]:
+        """The rows as HTML, built here, not in the template: a 1,000-line diff in a large file is
+        thousands of rows, and a Jinja loop over them cost ~80 ms of a page whose whole budget is
+        100 ms. Every piece of text goes through ``markupsafe.escape``; marks are the same ``<mark>``
+        that ``_text.html`` draws."""
         out: list[str] = []
         for hunk in self.hunks:
             out.append(
@@ -83,7 +112,7 @@ class ChangeView:
                     f'<tr class="{r.kind}"><td class="ln old">{r.old or ""}</td><td class="ln new">{r.new or ""}</td>'
                     f'<td class="sign">{_SIGN[r.kind]}</td><td class="code">{code}</td></tr>\n'
                 )
-        return Markup("".join(out))  # every text piece above is escaped
+        return out
 
 
 _SIGN = {"added": "+", "removed": "−", "context": ""}
@@ -104,16 +133,21 @@ class OnDisk:
 
 
 def size_change(old: int | None, new: int) -> str:
-    """ "1,204 → 1,310 bytes (+106)"; a create is just its size."""
+    """ "1.2 KB → 1.3 KB (+106 bytes)", "71 → 83 bytes (+12 bytes)", "2,910 → 2,918 bytes (+8 bytes)" (where
+    both round alike); a create is just its size."""
     if old is None:
-        return f"{new:,} bytes"
-    delta = new - old
-    return f"{old:,} → {new:,} bytes ({'+' if delta >= 0 else '−'}{abs(delta):,})"
+        return humane.size(new)
+    before, after = humane.size(old), humane.size(new)
+    if before == after and old != new:  # "2.9 KB → 2.9 KB" says nothing: the exact counts do
+        before, after = f"{old:,}", f"{new:,} bytes"
+    elif before.endswith(" bytes") and after.endswith(" bytes"):
+        before = before.removesuffix(" bytes")
+    return f"{before} → {after} ({humane.size_delta(new - old)})"
 
 
 def queue_size(size: int, base_size: int | None, mode: str) -> str:
-    """The queue's size column: a create's size as before, a change's size before → after."""
-    return str(size) if mode == "create" else size_change(base_size or 0, size)
+    """The queue's size column: a create's size, a change's size before → after."""
+    return size_change(None if mode == "create" else base_size or 0, size)
 
 
 def view(p: dict[str, Any]) -> ChangeView:

@@ -7,14 +7,25 @@ is ever rendered as HTML or Markdown.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from gatekeeper import invisible
 
 DISPLAY_LIMIT = 256 * 1024  # bytes shown inline; larger proposals say so and offer the raw download
 HEX_WIDTH = 16
+# A long file or diff shows this much, the rest folded under "show all" (a <details>: no script needed),
+# so the page of a 198 KB note is a few screens, not 70,000 pixels. The rest is folded only when it is
+# worth a click: a few more lines are shown at once.
+FOLD_ROWS = 250
+FOLD_CHARS = 16_000  # long lines fill screens too: fold after this many characters, whatever the rows
+FOLD_SLACK = 50
 
 # Printable ASCII, newline and tab can never hide; a regex skips them at C speed (1 MiB: 170 → 13 ms).
 _CANDIDATE = re.compile(r"[^\n\t\x20-\x7e]")
@@ -32,10 +43,21 @@ class Mark:
 Segment = str | Mark
 
 
+@dataclass(frozen=True)
+class Note:
+    """Words of the page's own inside shown text (never from the proposal): "the content shown above"."""
+
+    text: str
+    note: bool = True  # lets a template tell it from a Mark
+
+
+Shown = Segment | Note
+
+
 @dataclass
 class Rendering:
     kind: str  # "text", "hex" or "empty"
-    lines: list[list[Segment]] = field(default_factory=list)
+    lines: list[Sequence[Shown]] = field(default_factory=list)
     hex_rows: list[tuple[str, str, str]] = field(default_factory=list)  # offset, hex, ascii
     hidden: Counter[str] = field(default_factory=Counter)  # "U+202E RIGHT-TO-LEFT OVERRIDE" -> count
     truncated: bool = False
@@ -47,6 +69,36 @@ class Rendering:
     @property
     def hidden_total(self) -> int:
         return sum(self.hidden.values())
+
+    @property
+    def count(self) -> int:
+        """Rows shown: lines of text, or lines of the hex dump."""
+        return len(self.hex_rows) if self.kind == "hex" else len(self.lines)
+
+    @cached_property
+    def fold(self) -> int:
+        """How many rows the page shows before "show all"; ``count`` when nothing is folded."""
+        if self.kind == "hex":
+            return fold_at([HEX_WIDTH] * len(self.hex_rows))
+        return fold_at([sum(len(seg) if isinstance(seg, str) else 12 for seg in line) for line in self.lines])
+
+    @property
+    def folded_hidden(self) -> int:
+        """Invisible characters in the folded rows: the fold's summary names them, so none hide there."""
+        return sum(1 for line in self.lines[self.fold :] for seg in line if isinstance(seg, Mark))
+
+
+def fold_at(sizes: list[int], rows: int = FOLD_ROWS, chars: int = FOLD_CHARS) -> int:
+    """Where to fold rows of these lengths: after ``rows`` rows or ``chars`` characters (at least one row
+    shown), or nowhere (``len(sizes)``) when fewer than ``FOLD_SLACK`` rows would be left folded."""
+    total = 0
+    cut = len(sizes)
+    for i, n in enumerate(sizes):
+        total += n
+        if i >= rows or (total > chars and i > 0):
+            cut = i
+            break
+    return len(sizes) if len(sizes) - cut < FOLD_SLACK else cut
 
 
 def render(content: bytes, limit: int = DISPLAY_LIMIT) -> Rendering:
@@ -67,6 +119,40 @@ def render(content: bytes, limit: int = DISPLAY_LIMIT) -> Rendering:
         out.bidi_count += sum(1 for seg in line if isinstance(seg, Mark) and seg.bidi)
         out.lines.append(line)
     return out
+
+
+def arguments(raw: str, content: bytes, encoding: str, note: str) -> Rendering:
+    """The call's arguments as indented JSON, marked like content. A top-level string that is the
+    content itself (as text, or as base64 under a base64 rule) is not shown a second time: its value
+    reads ``note`` instead, so a 198 KB note is not repeated as one 198 KB JSON string."""
+    found = json.loads(raw)
+    repeats = (
+        []
+        if not content or not isinstance(found, dict)
+        else [key for key, value in found.items() if isinstance(value, str) and _is_content(value, content, encoding)]
+    )
+    shown = {key: None if key in repeats else value for key, value in found.items()} if repeats else found
+    text = json.dumps(shown, indent=2, ensure_ascii=False)
+    out = render(text.encode("utf-8"))
+    stubs = {f"  {json.dumps(key, ensure_ascii=False)}: null{comma}" for key in repeats for comma in ("", ",")}
+    for i, line in enumerate(text.split("\n")):
+        if line in stubs and i < len(out.lines):  # a top-level key's line: two spaces, nothing nested
+            comma = "," if line.endswith(",") else ""
+            segments = list(out.lines[i])
+            last = segments.pop()
+            assert isinstance(last, str)  # the line ends in ASCII "null"
+            head = last[: -len("null" + comma)]
+            out.lines[i] = [*segments, *([head] if head else []), Note(note), *([comma] if comma else [])]
+    return out
+
+
+def _is_content(value: str, content: bytes, encoding: str) -> bool:
+    if encoding == "base64":
+        try:
+            return base64.b64decode(value, validate=True) == content
+        except (binascii.Error, ValueError):
+            return False
+    return value.encode("utf-8", errors="surrogatepass") == content
 
 
 def line_marks(line: str, counts: Counter[str]) -> list[Segment]:

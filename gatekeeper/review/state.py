@@ -14,6 +14,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from gatekeeper import humane
 from gatekeeper.errors import GatekeeperError
 from gatekeeper.home import Home, ensure_keys
 from gatekeeper.resources import templates_dir
@@ -55,6 +56,8 @@ class ReviewState:
         templates = Jinja2Templates(directory=str(templates_dir()))
         templates.env.filters["marked"] = render.marks  # paths on the page: hidden characters marked
         templates.env.filters["size_change"] = change.queue_size  # the queue's size column
+        # Sizes and times as people read them; the exact value goes in a title (see _text.html's `when`).
+        templates.env.filters.update(size=humane.size, ago=humane.ago, local=humane.local, iso=humane.iso)
         return cls(
             home=home,
             store=store,

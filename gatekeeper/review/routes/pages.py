@@ -8,6 +8,7 @@ import os
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
+from gatekeeper import humane
 from gatekeeper.review import change, queue, render, where
 from gatekeeper.review.access import ReviewerSession, State
 from gatekeeper.review.proposals import approvals_view, detail, queue_approvals, status_filter
@@ -75,8 +76,11 @@ def proposal_page(
     beside the approve form (shown again, so the reviewer can try once more)."""
     found = detail(state, proposal_id)
     absolute = os.path.join(found["workspace"], found["path"])
-    arguments = json.dumps(json.loads(found["arguments"]), indent=2, ensure_ascii=False).encode("utf-8")
     is_change = found["mode"] != "create"
+    size = humane.size(len(found["content"]))
+    repeat = (
+        f"the resulting file ({size}): the change above shows it" if is_change else f"the content shown above ({size})"
+    )
     # The disk is read only while the proposal can still be decided: that is when it matters.
     disk = change.on_disk(found) if found["status"] == "pending" else change.OnDisk("unchecked")
     return state.page(
@@ -94,7 +98,7 @@ def proposal_page(
         disk=disk,
         mode_words=MODE_WORDS,
         hex_bytes=change.HEX_BYTES,
-        arguments=render.render(arguments),
+        arguments=render.arguments(found["arguments"], found["content"], found["encoding"], repeat),
         events=[{**e, "payload": json.loads(e["payload"])} for e in found["events"]],
         passkey=where.has_passkey(state, session.reviewer),
         passkey_only=state.rules.approve_with == "passkey",
@@ -106,7 +110,8 @@ def proposal_page(
 def proposal_file(request: Request, state: State, session: ReviewerSession, proposal_id: str) -> HTMLResponse:
     """The whole file as it would be after the change, marked like a create's content."""
     found = detail(state, proposal_id)
-    return state.page(request, "file.html", session=session, p=found, content=render.render(found["content"]))
+    content = render.render(found["content"])
+    return state.page(request, "file.html", session=session, p=found, content=content, whole=True)
 
 
 @router.get("/proposals/{proposal_id}/raw")
