@@ -140,7 +140,7 @@ def test_nothing_runs_off_a_phone(chromium: Any, site: Site, viewport: dict[str,
     page.screenshot(path=str(SHOTS / f"queue-{width}.png"), full_page=True)
     assert page_width(page) <= width, f"the queue is {page_width(page)} px wide in a {width} px window"
     row = page.locator("table.queue tbody tr", has=page.locator("text=notes/big.md"))
-    for cell in ("a[href*='/proposals/']", ".mode"):  # the destination and the change
+    for cell in ("td.dest > a[href*='/proposals/']", ".mode"):  # the destination and the change
         box = row.locator(cell).bounding_box()
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, f"{cell}: {box}"
     page.goto(f"{site.base}/proposals/{site.small}")
