@@ -250,8 +250,8 @@ def test_audit_show_and_list_name_mode_base_and_outcome(place: Place) -> None:
     text = CliRunner().invoke(cli, ["audit", "show", deleted]).stdout
     assert " delete" in text and "deleted at" in text and "result sha256" not in text
     assert sha256_hex(b"after\n") in text
-    listing = CliRunner().invoke(cli, ["audit", "proposals"]).stdout
-    rows = {line.split("│")[1].strip(): line for line in listing.splitlines() if applied in line or deleted in line}
+    listing = CliRunner().invoke(cli, ["audit", "proposals", "--wide"]).stdout
+    rows = {line.split()[0]: line for line in listing.splitlines() if applied in line or deleted in line}
     assert " edit " in rows[applied] and " delete " in rows[deleted]
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
-from gatekeeper.cli.output import emit_json, table
+from gatekeeper.cli.output import WIDE, Col, emit_json, say, table
 
 if TYPE_CHECKING:
     from gatekeeper.policy.model import Policy, Server
@@ -44,38 +44,45 @@ def _where(server: Server) -> str:
     return f"{server.url} ({'; '.join(extras)})"
 
 
-def _show(pol: Policy, rows: list[dict[str, Any]]) -> None:
-    """The rules as a table, then where each server is and the review page agents are sent to."""
+def _show(pol: Policy, rows: list[dict[str, Any]], wide: bool) -> None:
+    """The rules as a table, then where each server is and the review page agents are sent to.
+
+    At 80 columns a rule is its host-facing name, action, mode, and where the path and content
+    come from; ``--wide`` adds the server, globs and size limit."""
     from gatekeeper.up import review_port
 
-    table(
-        f"{pol.source} (digest {pol.digest[:12]})",
-        ("host name", "server", "tool", "action", "mode", "path", "content", "globs", "max bytes"),
-        (
-            (
-                r["host_name"],
-                r["server"],
-                r["tool"],
-                r["action"],
-                _mode(r),
-                r.get("path") or "",
-                r.get("content") or r.get("edits") or "",
-                " ".join(r.get("globs") or []),
-                r.get("max_bytes") or "",
-            )
-            for r in rows
-        ),
-    )
-    click.echo("Tools not named above are denied.")
+    title = f"{pol.source} (digest {pol.digest[:12]})"
+    if wide:
+        table(
+            title,
+            ("host name", "server", "tool", "action", "mode", "path", "content", "globs", "max bytes"),
+            ((r["host_name"], r["server"], r["tool"], r["action"], _mode(r), *_sources(r), *_limits(r)) for r in rows),
+            wide=True,
+        )
+    else:
+        table(
+            title,
+            (Col("tool", "word"), Col("action", "word"), Col("mode"), Col("path"), Col("content")),
+            ((r["host_name"] or r["tool"], r["action"], _mode(r), *_sources(r)) for r in rows),
+        )
+    say("Tools not named above are denied.")
     for name, server in pol.servers.items():
-        click.echo(f"Server {name}: {_where(server)}")
+        say(f"Server {name}: {_where(server)}")
     port = review_port(pol.review_url)
     listen = (
         f"`gatekeeper up --policy {pol.source}` listens on port {port} for it"
         if port is not None
         else "not a local address: make sure it reaches the page `gatekeeper up` serves"
     )
-    click.echo(f"Review page for agents: {pol.review_url} ({listen})")
+    say(f"Review page for agents: {pol.review_url} ({listen})")
+
+
+def _sources(row: dict[str, Any]) -> tuple[str, str]:
+    return row.get("path") or "", row.get("content") or row.get("edits") or ""
+
+
+def _limits(row: dict[str, Any]) -> tuple[str, str]:
+    return " ".join(row.get("globs") or []), str(row.get("max_bytes") or "")
 
 
 def _unset_secrets(pol: Policy) -> list[str]:
@@ -97,8 +104,9 @@ def _unset_secrets(pol: Policy) -> list[str]:
     is_flag=True,
     help="Pin changed downstream tool definitions to what the servers list now (each is an audit event).",
 )
+@WIDE
 @pass_ctx
-def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool) -> None:
+def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool, wide: bool) -> None:
     """Load the policy, report problems, and print the effective rules.
 
     Each server's command is looked up as the proxy will start it (on the PATH the child gets);
@@ -121,7 +129,7 @@ def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool
             server = pol.servers[row["server"]]
             emit_json({**row, "url": server.url, "headers": _headers(server) or None})
     else:
-        _show(pol, rows)
+        _show(pol, rows, wide)
     for problem in [*problems, *_unset_secrets(pol)]:
         click.echo(f"Warning: {problem}", err=True)
     _tool_changes(ctx, accept_changes, as_json)
