@@ -477,13 +477,13 @@ def test_policy_check_shows_the_mode_of_each_propose_rule(home: Home, tmp_path: 
         "      note: {propose: {mode: append, path: {arg: path}, content: {arg: content}, "
         "when: {operation: append}}}\n"
     )
-    out = run("policy", "check", "--policy", str(policy), "--wide")
+    out = run("policy", "check", "--policy", str(policy), "--wide", "--no-start")  # `python` is no MCP server
     cells = {row[2]: row for row in (re.split(r"  +", line) for line in out.splitlines()) if len(row) > 4}
     assert cells["write_file"][4] == "replace"
     assert cells["edit_file"][4] == "edit"
     assert "arg:edits [oldText → newText, dry run: dryRun]" in out
     assert cells["note"][4] == "append (when operation=append)"
-    rows = {r["tool"]: r for r in jsonl(run("policy", "check", "--policy", str(policy), "--json"))}
+    rows = {r["tool"]: r for r in jsonl(run("policy", "check", "--policy", str(policy), "--json", "--no-start"))}
     assert {t: r["mode"] for t, r in rows.items()} == {"write_file": "replace", "edit_file": "edit", "note": "append"}
 
 

@@ -104,15 +104,26 @@ def _unset_secrets(pol: Policy) -> list[str]:
     is_flag=True,
     help="Pin changed downstream tool definitions to what the servers list now (each is an audit event).",
 )
+@click.option(
+    "--no-start",
+    is_flag=True,
+    help="Do not start (or connect to) the servers: the names rules read are then not checked against their tools.",
+)
 @WIDE
 @pass_ctx
-def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool, wide: bool) -> None:
+def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool, no_start: bool, wide: bool) -> None:
     """Load the policy, report problems, and print the effective rules.
 
     Each server's command is looked up as the proxy will start it (on the PATH the child gets);
     one that cannot be found or started is an error (exit 1). A url server is shown with the
     variables its headers are read from (never their values); one that is not set here is a
     warning. Also shows the review URL and the port `gatekeeper up` must listen on for it.
+
+    Each server is then started (a url server connected to) and its tools listed, as the proxy
+    would: every argument a propose rule reads (`{arg: body}`, a template's `args.title`, `when`)
+    must be one its tool's input schema names, else an error naming the rule, the name and the
+    likely one meant (exit 1). A server that cannot be listed, or a rule for a tool its server does
+    not list, is a warning.
 
     A downstream tool whose definition changed since it was first seen is withheld from hosts
     until a person runs this with --accept-changes.
@@ -130,9 +141,14 @@ def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool
             emit_json({**row, "url": server.url, "headers": _headers(server) or None})
     else:
         _show(pol, rows, wide)
-    for problem in [*problems, *_unset_secrets(pol)]:
+    unlisted, wrong = ([], []) if no_start else _listed_problems(pol)
+    for problem in [*problems, *_unset_secrets(pol), *unlisted]:
         click.echo(f"Warning: {problem}", err=True)
     _tool_changes(ctx, accept_changes, as_json)
+    for error in wrong:
+        click.echo(f"Error: {error}", err=True)
+    if wrong:
+        click.echo("  → use the argument names the tool takes (the server's listed input schema)", err=True)
     if errors:
         for error in errors:
             click.echo(f"Error: {error}", err=True)
@@ -142,6 +158,33 @@ def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool
             err=True,
         )
         raise SystemExit(1)
+    if wrong:
+        raise SystemExit(1)
+
+
+def _listed_problems(pol: Policy) -> tuple[list[str], list[str]]:
+    """List every server that would start (a command that would not is an error already, a url
+    server with a header variable not set a warning): the warnings (servers not listed, rules for
+    tools not listed) and the errors (argument names)."""
+    from gatekeeper.policy.arguments import argument_problems, unlisted_tools
+    from gatekeeper.policy.commands import resolve_server
+    from gatekeeper.proxy.probe import list_tools
+
+    names = [
+        name
+        for name, server in pol.servers.items()
+        if (server.is_remote and all(h.value() is not None for h in server.headers.values()))
+        or (not server.is_remote and resolve_server(server).ok)
+    ]
+    found = list_tools(pol, names)
+    listed = {name: tools for name, tools in found.items() if isinstance(tools, dict)}
+    warnings = [
+        f"{pol.where(('servers', name))}: could not list the tools of server {name!r}, so the arguments its "
+        f"rules read were not checked: {why}"
+        for name, why in found.items()
+        if isinstance(why, str)
+    ]
+    return [*warnings, *unlisted_tools(pol, listed)], argument_problems(pol, listed)
 
 
 def _tool_changes(ctx: Ctx, accept: bool, as_json: bool) -> None:

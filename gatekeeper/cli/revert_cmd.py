@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 def revert(ctx: Ctx, proposal_id: str, over_changes: bool, policy_file: str | None, as_json: bool) -> None:
     """Propose restoring what committed proposal PROPOSAL_ID changed; a reviewer decides.
 
-    PROPOSAL_ID may be any unique prefix of the id. A created file is proposed for deletion, a replaced, appended or edited file for
-    replacement with its old bytes, a deleted file for creation with them. The file must still
+    PROPOSAL_ID may be any unique prefix of the id. A created file is proposed for deletion, a
+    replaced, appended or edited file for replacement with its old bytes, a deleted file for
+    creation with them. The file must still
     be what PROPOSAL_ID left (else the revert would also undo later changes: say so with
     --over-changes). Prints the new proposal's id and review URL.
     """
