@@ -57,7 +57,7 @@ def test_revert_of_an_applied_change_replaces_the_result_with_the_base(
 ) -> None:
     (place.workspace / "notes" / "a.md").write_bytes(old)
     pid = place.commit("notes/a.md", mode, new, old)
-    result = revert(place, pid)
+    result = revert(place, pid[:12].lower())  # any unique prefix of the id, as git takes one
     first = result.stdout.splitlines()
     assert first[0].startswith("Proposed: ") and f"replace notes/a.md, reverting {pid}" in first[0]
     new_id = first[0].split()[1]
@@ -250,8 +250,8 @@ def test_audit_show_and_list_name_mode_base_and_outcome(place: Place) -> None:
     text = CliRunner().invoke(cli, ["audit", "show", deleted]).stdout
     assert " delete" in text and "deleted at" in text and "result sha256" not in text
     assert sha256_hex(b"after\n") in text
-    listing = CliRunner().invoke(cli, ["audit", "proposals"]).stdout
-    rows = {line.split("│")[1].strip(): line for line in listing.splitlines() if applied in line or deleted in line}
+    listing = CliRunner().invoke(cli, ["audit", "proposals", "--wide"]).stdout
+    rows = {line.split()[0]: line for line in listing.splitlines() if applied in line or deleted in line}
     assert " edit " in rows[applied] and " delete " in rows[deleted]
 
 

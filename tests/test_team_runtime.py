@@ -202,12 +202,15 @@ def committed(tmp_path: Path, home: Home) -> dict[str, Any]:
         final = str(workspace / "notes" / "done.md")
         record_commit(store, done.id, "created", observed_sha256=done.sha256, final_path=final)
         pending = store.propose(replace(draft("notes/later.md", b"later\n"), workspace=str(workspace)))
-    return {"done": done.id, "pending": pending.id, "policy": str(policy), "home": str(home.path)}
+    ids = {"done": done.id, "pending": pending.id, "done12": done.id[:12], "pending8": pending.id[:8]}
+    return {**ids, "policy": str(policy), "home": str(home.path)}
 
 
 # (arguments, stdin, what the output must say); {done}, {pending}, {policy}, {home} are filled in.
 COMMANDS: list[tuple[tuple[str, ...], str | None, str]] = [
-    (("audit", "proposals"), None, r"{pending}.*pending"),
+    (("audit", "proposals"), None, r"^{pending8}\w*  pending "),  # a short id (issue 24 item 9)
+    (("audit", "proposals", "--wide"), None, r"{pending}.*pending"),
+    (("audit", "show", "{done12}"), None, r"^proposal {done}$"),  # any unique prefix, on PostgreSQL too
     (("audit", "proposals", "--status", "committed", "--json"), None, r'"id": "{done}"'),
     (("audit", "show", "{done}"), None, r"committed"),
     (("audit", "log", "--kind", "decision"), None, r"decision"),

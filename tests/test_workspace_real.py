@@ -65,7 +65,7 @@ def test_audit_show_names_the_real_workspace(tmp_path: Path, home: Home) -> None
     link, real = _linked_workspace(tmp_path)
     pid = _propose_linked(home, link, real)
     result = CliRunner().invoke(cli, ["audit", "show", pid], catch_exceptions=False)
-    # Off a terminal the table is 200 columns wide and folds a longer value (a deep tmp path, as
+    # Off a terminal the table is 80 columns wide and folds a longer value (a deep tmp path, as
     # under pytest-xdist): compare with the whitespace (and so the folds) taken out.
     assert result.exit_code == 0 and _squeezed(f"{link} (resolves to {real})") in _squeezed(result.output)
     with Store(home.db_path) as s:

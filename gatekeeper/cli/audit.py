@@ -13,11 +13,14 @@ import click
 from gatekeeper.audit import checkpoints as marked
 from gatekeeper.audit.verify import SavedHead, parse_head
 from gatekeeper.canonical import parse_since
+from gatekeeper.cli import audit_view as view
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
-from gatekeeper.cli.output import emit_json, kv, table
+from gatekeeper.cli.output import WIDE, emit_json
 from gatekeeper.cli.verify_report import Checked, VerifyResult, emit
 from gatekeeper.errors import InvalidInput, NotFound
+from gatekeeper.store.events import KINDS
 from gatekeeper.store.follow import Follower
+from gatekeeper.store.lookup import resolve, unknown_kind
 from gatekeeper.store.queries import STATUSES, Reader, event_dict
 from gatekeeper.store.version import check_schema
 
@@ -64,64 +67,6 @@ def _event_json(row: Any) -> dict[str, Any]:
     return out
 
 
-def _resolves_to(detail: dict[str, Any]) -> str:
-    real = detail.get("workspace_real")
-    if real is None:
-        return " (real path not recorded: made before Gatekeeper recorded it)"
-    return f" (resolves to {real})" if real != detail["workspace"] else ""
-
-
-def _show_rows(detail: dict[str, Any]) -> list[tuple[str, Any]]:
-    """The labelled lines of ``audit show`` for one proposal."""
-    decision, commit = detail["decision"], detail["commit"]
-    return [
-        ("status", detail["status"]),
-        ("server / tool", f"{detail['server']} / {detail['tool']}"),
-        ("mode", detail["mode"]),
-        ("destination", detail["path"]),
-        ("workspace", detail["workspace"] + _resolves_to(detail)),
-        *_change_rows(detail),
-        ("created", detail["created_at"]),
-        ("expires", detail["expires_at"]),
-        (
-            "requester",
-            f"{detail['client_name'] or '?'} {detail['client_version'] or ''} "
-            f"(protocol {detail['protocol_version'] or '?'}, session {detail['session_id'] or '?'})",
-        ),
-        ("policy", detail["policy_digest"]),
-        ("arguments", json.dumps(detail["arguments"], ensure_ascii=False)),
-        (
-            "decision",
-            f"{decision['verdict']} by {decision['reviewer']} at {decision['decided_at']}"
-            + (f": {decision['reason']}" if decision["reason"] else "")
-            if decision
-            else "none",
-        ),
-        (
-            "commit",
-            f"{commit['outcome']} at {commit['at']}"
-            + (f" → {commit['final_path']}" if commit["final_path"] else "")
-            + (f" ({commit['detail']})" if commit["detail"] else "")
-            if commit
-            else "none",
-        ),
-    ]
-
-
-def _change_rows(detail: dict[str, Any]) -> list[tuple[str, Any]]:
-    """Size and digest of the result; for a change, of its base too (a delete's result is no file)."""
-    if detail["mode"] == "create":
-        return [("size", f"{detail['size']} bytes ({detail['encoding']})"), ("sha256", detail["sha256"])]
-    base = [
-        ("base size", f"{detail['base_size']} bytes (the file before; `--base` prints them)"),
-        ("base sha256", detail["base_sha256"]),
-    ]
-    if detail["mode"] == "delete":
-        return base
-    result = [("result size", f"{detail['size']} bytes ({detail['encoding']})"), ("result sha256", detail["sha256"])]
-    return base + result
-
-
 @click.group()
 def audit() -> None:
     """Query and verify the tamper-evident audit log (read-only)."""
@@ -132,21 +77,23 @@ def audit() -> None:
 @click.option("--server", help="Only proposals for this downstream server.")
 @SINCE
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many rows.")
+@WIDE
 @JSON
 @pass_ctx
-def proposals(ctx: Ctx, status: str | None, server: str | None, since: str | None, limit: int, as_json: bool) -> None:
-    """List proposals, newest first, with their derived status."""
+def proposals(
+    ctx: Ctx, status: str | None, server: str | None, since: str | None, limit: int, wide: bool, as_json: bool
+) -> None:
+    """List proposals, newest first, with their derived status.
+
+    Ids are shown by their shortest unique prefix (8 characters or more): any unique prefix names
+    a proposal to `audit show`, `audit log --proposal` and `revert`."""
     with _reader(ctx) as reader:
         rows = reader.proposals(status=status, server=server, since=since, limit=limit)
-    if as_json:
-        for row in rows:
-            emit_json(row.as_dict())
-        return
-    table(
-        f"{len(rows)} proposal(s)" + (f" ({status})" if status else ""),
-        ("id", "status", "mode", "server", "tool", "path", "size", "sha256", "created_at"),
-        ((r.id, r.status, r.mode, r.server, r.tool, r.path, r.size, r.sha256[:12], r.created_at) for r in rows),
-    )
+        if as_json:
+            for row in rows:
+                emit_json(row.as_dict())
+            return
+        view.proposals(reader, f"{len(rows)} proposal(s)" + (f" ({status})" if status else ""), rows, wide)
 
 
 @audit.command()
@@ -160,87 +107,104 @@ def proposals(ctx: Ctx, status: str | None, server: str | None, since: str | Non
     is_flag=True,
     help="Print the exact bytes a change replaced or deleted, the file before it (with --json: as base64).",
 )
+@WIDE
 @JSON
 @pass_ctx
-def show(ctx: Ctx, proposal_id: str, content: bool, base: bool, as_json: bool) -> None:
+def show(ctx: Ctx, proposal_id: str, content: bool, base: bool, wide: bool, as_json: bool) -> None:
     """One proposal: mode, arguments, destination, base and result size and sha256, decision,
-    commit outcome and events."""
+    commit outcome and events. PROPOSAL_ID may be any unique prefix of the id."""
     if content and base:
         raise click.UsageError("pass --content or --base, not both")
     with _reader(ctx) as reader:
+        proposal_id = resolve(reader, proposal_id)
         detail = reader.proposal(proposal_id)
-    if detail is None:
-        raise NotFound(f"no proposal {proposal_id}", "`gatekeeper audit proposals` lists them")
-    raw: bytes = detail.pop("content")
-    base_raw: bytes | None = detail.pop("base")
-    if base and base_raw is None:
-        raise InvalidInput(
-            f"proposal {proposal_id} is a create: it replaced nothing, so it has no base bytes",
-            "`--content` prints the bytes it proposed",
+        if detail is None:
+            raise NotFound(f"no proposal {proposal_id}", "`gatekeeper audit proposals` lists them")
+        raw: bytes = detail.pop("content")
+        base_raw: bytes | None = detail.pop("base")
+        if base and base_raw is None:
+            raise InvalidInput(
+                f"proposal {proposal_id} is a create: it replaced nothing, so it has no base bytes",
+                "`--content` prints the bytes it proposed",
+            )
+        detail["arguments"] = json.loads(detail["arguments"])
+        for event in detail["events"]:
+            event["payload"] = json.loads(event["payload"])
+        if as_json:
+            if content:
+                detail["content_base64"] = base64.b64encode(raw).decode("ascii")
+            if base and base_raw is not None:
+                detail["base_base64"] = base64.b64encode(base_raw).decode("ascii")
+            emit_json(detail)
+        elif content or base:
+            sys.stdout.buffer.write(raw if content else bytes(base_raw or b""))
+            sys.stdout.flush()
+        else:
+            view.show(reader, detail, wide)
+
+
+def _check_kind(reader: Reader, kind: str | None) -> None:
+    """An unknown ``--kind`` is a usage error naming the kinds, not an empty table."""
+    if kind is not None and unknown_kind(reader, kind):
+        from gatekeeper.policy.messages import suggest
+
+        raise click.BadParameter(
+            f"no event kind {kind!r}{suggest(kind, sorted(KINDS))}; the kinds are: {', '.join(sorted(KINDS))}",
+            param_hint="'--kind'",
         )
-    detail["arguments"] = json.loads(detail["arguments"])
-    for event in detail["events"]:
-        event["payload"] = json.loads(event["payload"])
-    if as_json:
-        if content:
-            detail["content_base64"] = base64.b64encode(raw).decode("ascii")
-        if base and base_raw is not None:
-            detail["base_base64"] = base64.b64encode(base_raw).decode("ascii")
-        emit_json(detail)
-        return
-    if content or base:
-        sys.stdout.buffer.write(raw if content else bytes(base_raw or b""))
-        sys.stdout.flush()
-        return
-    kv(f"proposal {detail['id']}", _show_rows(detail))
-    table(
-        "events",
-        ("seq", "at", "kind", "actor", "payload"),
-        (
-            (e["seq"], e["at"], e["kind"], e["actor"], json.dumps(e["payload"], ensure_ascii=False))
-            for e in detail["events"]
-        ),
-    )
 
 
 @audit.command()
 @click.option("--kind", help="Only events of this kind (init, proposal_created, decision, commit_outcome, ...).")
-@click.option("--proposal", "proposal_id", help="Only events about this proposal.")
+@click.option("--proposal", "proposal_id", help="Only events about this proposal (any unique prefix of its id).")
 @SINCE
+@click.option("-n", "--last", type=click.IntRange(min=1), metavar="N", help="Only the newest N events (in order).")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they are appended (Ctrl-C stops).")
+@WIDE
 @JSON
 @pass_ctx
-def log(ctx: Ctx, kind: str | None, proposal_id: str | None, since: str | None, follow: bool, as_json: bool) -> None:
+def log(
+    ctx: Ctx,
+    kind: str | None,
+    proposal_id: str | None,
+    since: str | None,
+    last: int | None,
+    follow: bool,
+    wide: bool,
+    as_json: bool,
+) -> None:
     """Print audit events in order."""
     with _reader(ctx) as reader:
-        if proposal_id is not None and not reader.has_proposal(proposal_id):
-            raise NotFound(f"no proposal {proposal_id}", "`gatekeeper audit proposals` lists them")
-        rows = reader.events(kind=kind, proposal_id=proposal_id, since=since)
+        _check_kind(reader, kind)
+        if proposal_id is not None:
+            proposal_id = resolve(reader, proposal_id)
+        rows = reader.events(kind=kind, proposal_id=proposal_id, since=since, last=last)
         if as_json:
             for row in rows:
                 emit_json(_event_json(row))
         else:
-            table(
-                None,
-                ("seq", "at", "kind", "actor", "proposal", "payload"),
-                ((r[0], r[1], r[2], r[3], r[4] or "", r[5]) for r in rows),
-            )
-        if not follow:
-            return
-        last = rows[-1][0] if rows else reader.head()[0] if since is None else 0
-        follower = Follower(reader, last, kind=kind, proposal_id=proposal_id, since=since)
-        try:
-            for batch in follower.follow():
-                for row in batch:
-                    if as_json:
-                        emit_json(_event_json(row))
-                    else:
-                        click.echo("\t".join(str(v) for v in (row[0], row[1], row[2], row[3], row[4] or "", row[5])))
-                sys.stdout.flush()
-        except KeyboardInterrupt:
-            return
-        finally:
-            follower.close()
+            view.events(reader, None, rows, wide)
+        if follow:
+            _follow(reader, rows, kind, proposal_id, since, as_json)
+
+
+def _follow(
+    reader: Reader, rows: list[Any], kind: str | None, proposal_id: str | None, since: str | None, as_json: bool
+) -> None:
+    last = rows[-1][0] if rows else reader.head()[0] if since is None else 0
+    follower = Follower(reader, last, kind=kind, proposal_id=proposal_id, since=since)
+    try:
+        for batch in follower.follow():
+            for row in batch:
+                if as_json:
+                    emit_json(_event_json(row))
+                else:
+                    click.echo("\t".join(str(v) for v in (row[0], row[1], row[2], row[3], row[4] or "", row[5])))
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        return
+    finally:
+        follower.close()
 
 
 @audit.command()

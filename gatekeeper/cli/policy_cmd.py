@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gatekeeper.cli.context import POLICY, Ctx, pass_ctx
-from gatekeeper.cli.output import emit_json, table
+from gatekeeper.cli.output import WIDE, Col, emit_json, say, table
 
 if TYPE_CHECKING:
     from gatekeeper.policy.model import Policy, Server
@@ -44,38 +44,45 @@ def _where(server: Server) -> str:
     return f"{server.url} ({'; '.join(extras)})"
 
 
-def _show(pol: Policy, rows: list[dict[str, Any]]) -> None:
-    """The rules as a table, then where each server is and the review page agents are sent to."""
+def _show(pol: Policy, rows: list[dict[str, Any]], wide: bool) -> None:
+    """The rules as a table, then where each server is and the review page agents are sent to.
+
+    At 80 columns a rule is its host-facing name, action, mode, and where the path and content
+    come from; ``--wide`` adds the server, globs and size limit."""
     from gatekeeper.up import review_port
 
-    table(
-        f"{pol.source} (digest {pol.digest[:12]})",
-        ("host name", "server", "tool", "action", "mode", "path", "content", "globs", "max bytes"),
-        (
-            (
-                r["host_name"],
-                r["server"],
-                r["tool"],
-                r["action"],
-                _mode(r),
-                r.get("path") or "",
-                r.get("content") or r.get("edits") or "",
-                " ".join(r.get("globs") or []),
-                r.get("max_bytes") or "",
-            )
-            for r in rows
-        ),
-    )
-    click.echo("Tools not named above are denied.")
+    title = f"{pol.source} (digest {pol.digest[:12]})"
+    if wide:
+        table(
+            title,
+            ("host name", "server", "tool", "action", "mode", "path", "content", "globs", "max bytes"),
+            ((r["host_name"], r["server"], r["tool"], r["action"], _mode(r), *_sources(r), *_limits(r)) for r in rows),
+            wide=True,
+        )
+    else:
+        table(
+            title,
+            (Col("tool", "word"), Col("action", "word"), Col("mode"), Col("path"), Col("content")),
+            ((r["host_name"] or r["tool"], r["action"], _mode(r), *_sources(r)) for r in rows),
+        )
+    say("Tools not named above are denied.")
     for name, server in pol.servers.items():
-        click.echo(f"Server {name}: {_where(server)}")
+        say(f"Server {name}: {_where(server)}")
     port = review_port(pol.review_url)
     listen = (
         f"`gatekeeper up --policy {pol.source}` listens on port {port} for it"
         if port is not None
         else "not a local address: make sure it reaches the page `gatekeeper up` serves"
     )
-    click.echo(f"Review page for agents: {pol.review_url} ({listen})")
+    say(f"Review page for agents: {pol.review_url} ({listen})")
+
+
+def _sources(row: dict[str, Any]) -> tuple[str, str]:
+    return row.get("path") or "", row.get("content") or row.get("edits") or ""
+
+
+def _limits(row: dict[str, Any]) -> tuple[str, str]:
+    return " ".join(row.get("globs") or []), str(row.get("max_bytes") or "")
 
 
 def _unset_secrets(pol: Policy) -> list[str]:
@@ -97,14 +104,26 @@ def _unset_secrets(pol: Policy) -> list[str]:
     is_flag=True,
     help="Pin changed downstream tool definitions to what the servers list now (each is an audit event).",
 )
+@click.option(
+    "--no-start",
+    is_flag=True,
+    help="Do not start (or connect to) the servers: the names rules read are then not checked against their tools.",
+)
+@WIDE
 @pass_ctx
-def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool) -> None:
+def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool, no_start: bool, wide: bool) -> None:
     """Load the policy, report problems, and print the effective rules.
 
     Each server's command is looked up as the proxy will start it (on the PATH the child gets);
     one that cannot be found or started is an error (exit 1). A url server is shown with the
     variables its headers are read from (never their values); one that is not set here is a
     warning. Also shows the review URL and the port `gatekeeper up` must listen on for it.
+
+    Each server is then started (a url server connected to) and its tools listed, as the proxy
+    would: every argument a propose rule reads (`{arg: body}`, a template's `args.title`, `when`)
+    must be one its tool's input schema names, else an error naming the rule, the name and the
+    likely one meant (exit 1). A server that cannot be listed, or a rule for a tool its server does
+    not list, is a warning.
 
     A downstream tool whose definition changed since it was first seen is withheld from hosts
     until a person runs this with --accept-changes.
@@ -121,10 +140,15 @@ def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool
             server = pol.servers[row["server"]]
             emit_json({**row, "url": server.url, "headers": _headers(server) or None})
     else:
-        _show(pol, rows)
-    for problem in [*problems, *_unset_secrets(pol)]:
+        _show(pol, rows, wide)
+    unlisted, wrong = ([], []) if no_start else _listed_problems(pol)
+    for problem in [*problems, *_unset_secrets(pol), *unlisted]:
         click.echo(f"Warning: {problem}", err=True)
     _tool_changes(ctx, accept_changes, as_json)
+    for error in wrong:
+        click.echo(f"Error: {error}", err=True)
+    if wrong:
+        click.echo("  → use the argument names the tool takes (the server's listed input schema)", err=True)
     if errors:
         for error in errors:
             click.echo(f"Error: {error}", err=True)
@@ -134,6 +158,33 @@ def check(ctx: Ctx, policy_file: str | None, as_json: bool, accept_changes: bool
             err=True,
         )
         raise SystemExit(1)
+    if wrong:
+        raise SystemExit(1)
+
+
+def _listed_problems(pol: Policy) -> tuple[list[str], list[str]]:
+    """List every server that would start (a command that would not is an error already, a url
+    server with a header variable not set a warning): the warnings (servers not listed, rules for
+    tools not listed) and the errors (argument names)."""
+    from gatekeeper.policy.arguments import argument_problems, unlisted_tools
+    from gatekeeper.policy.commands import resolve_server
+    from gatekeeper.proxy.probe import list_tools
+
+    names = [
+        name
+        for name, server in pol.servers.items()
+        if (server.is_remote and all(h.value() is not None for h in server.headers.values()))
+        or (not server.is_remote and resolve_server(server).ok)
+    ]
+    found = list_tools(pol, names)
+    listed = {name: tools for name, tools in found.items() if isinstance(tools, dict)}
+    warnings = [
+        f"{pol.where(('servers', name))}: could not list the tools of server {name!r}, so the arguments its "
+        f"rules read were not checked: {why}"
+        for name, why in found.items()
+        if isinstance(why, str)
+    ]
+    return [*warnings, *unlisted_tools(pol, listed)], argument_problems(pol, listed)
 
 
 def _tool_changes(ctx: Ctx, accept: bool, as_json: bool) -> None:

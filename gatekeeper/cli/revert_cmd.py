@@ -33,20 +33,23 @@ if TYPE_CHECKING:
 def revert(ctx: Ctx, proposal_id: str, over_changes: bool, policy_file: str | None, as_json: bool) -> None:
     """Propose restoring what committed proposal PROPOSAL_ID changed; a reviewer decides.
 
-    A created file is proposed for deletion, a replaced, appended or edited file for
-    replacement with its old bytes, a deleted file for creation with them. The file must still
+    PROPOSAL_ID may be any unique prefix of the id. A created file is proposed for deletion, a
+    replaced, appended or edited file for replacement with its old bytes, a deleted file for
+    creation with them. The file must still
     be what PROPOSAL_ID left (else the revert would also undo later changes: say so with
     --over-changes). Prints the new proposal's id and review URL.
     """
     from gatekeeper.policy import load_policy
     from gatekeeper.policy.propose import DEFAULT_EXPIRES_AFTER
     from gatekeeper.revert import plan_revert, revert_draft
+    from gatekeeper.store.lookup import resolve
     from gatekeeper.store.version import check_schema
 
     home = ctx.home.require()
     check_schema(home.database)
     policy = load_policy(policy_file, home=home.path)
     with home.reader() as reader:
+        proposal_id = resolve(reader, proposal_id, "`gatekeeper audit proposals --status committed` lists them")
         detail = reader.proposal(proposal_id)
     if detail is None:
         raise NotFound(f"no proposal {proposal_id}", "`gatekeeper audit proposals --status committed` lists them")

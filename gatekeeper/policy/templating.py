@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from jinja2 import Template
     from jinja2.sandbox import SandboxedEnvironment
 
-__all__ = ["TemplateRenderError", "compile_template", "render_template", "slug", "syntax_error"]
+__all__ = ["TemplateRenderError", "compile_template", "environment", "render_template", "slug", "syntax_error"]
 
 
 class TemplateRenderError(InvalidInput):
@@ -48,6 +48,11 @@ def _jinja() -> SandboxedEnvironment:
     env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
     env.filters["slug"] = slug
     return env
+
+
+def environment() -> SandboxedEnvironment:
+    """The one sandboxed environment templates compile in (``policy.arguments`` parses with it)."""
+    return _jinja()
 
 
 @functools.lru_cache(maxsize=256)

@@ -262,7 +262,9 @@ class Reader:
         since: str | None = None,
         after_seq: int = 0,
         limit: int | None = None,
+        last: int | None = None,
     ) -> list[EventRow]:
+        """In seq order: the first ``limit`` matches, or the newest ``last`` (``audit log -n``)."""
         where = ["seq > :after"]
         params: dict[str, Any] = {"after": after_seq}
         if kind is not None:
@@ -275,6 +277,8 @@ class Reader:
             where.append("at >= :since")
             params["since"] = since
         sql = "SELECT * FROM audit_event WHERE " + " AND ".join(where) + " ORDER BY seq"
+        if last is not None:
+            sql = f"SELECT * FROM ({sql} DESC LIMIT {int(last)}) AS tail ORDER BY seq"
         if limit is not None:
             sql += " LIMIT :limit"
             params["limit"] = limit
@@ -284,9 +288,8 @@ class Reader:
         """Every event (at or after ``since``) in seq order, for ``verify`` and ``export`` to stream
         (use ``chain.batched``)."""
         sql = "SELECT seq, at, kind, actor, proposal_id, payload, prev_hash, hash FROM audit_event"
-        cursor: Fetching = (
-            self._q(sql + " ORDER BY seq") if since is None else self._q(sql + " WHERE at >= ? ORDER BY seq", (since,))
-        )
+        where, params = ("", ()) if since is None else (" WHERE at >= ?", (since,))
+        cursor: Fetching = self._q(sql + where + " ORDER BY seq", params)
         return cursor
 
     def head(self) -> tuple[int, str]:
