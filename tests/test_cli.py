@@ -36,6 +36,11 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
+def squeezed(text: str) -> str:
+    """Output wrapped to fit 80 columns with every space removed: a long path may be folded mid-word."""
+    return "".join(text.split())
+
+
 def jsonl(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
@@ -456,7 +461,7 @@ def test_policy_check_prints_the_effective_rules(home: Home, tmp_path: Path) -> 
     out = run("policy", "check", "--policy", str(policy))
     assert "create_note" in out and "propose" in out and "Tools not named above are denied." in out
     listen = f"(`gatekeeper up --policy {policy}` listens on port 8765 for it)"
-    assert f"Review page for agents: http://localhost:8765 {listen}" in flat(out)
+    assert squeezed(f"Review page for agents: http://localhost:8765 {listen}") in squeezed(out)
     rows = jsonl(run("policy", "check", "--policy", str(policy), "--json"))
     assert {r["tool"]: r["action"] for r in rows} == {
         "read_note": "allow",
@@ -581,7 +586,7 @@ def test_policy_check_names_the_port_up_must_use(home: Home, tmp_path: Path) -> 
     policy.write_text(policy.read_text().replace("http://localhost:8765", "http://localhost:9123/review"))
     out = run("policy", "check", "--policy", str(policy))
     listen = f"(`gatekeeper up --policy {policy}` listens on port 9123 for it)"
-    assert f"Review page for agents: http://localhost:9123/review {listen}" in flat(out)
+    assert squeezed(f"Review page for agents: http://localhost:9123/review {listen}") in squeezed(out)
     policy.write_text(policy.read_text().replace("http://localhost:9123/review", "https://review.example.org"))
     assert "https://review.example.org (not a local address" in flat(run("policy", "check", "--policy", str(policy)))
 
