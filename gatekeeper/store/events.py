@@ -35,6 +35,9 @@ TOOL_CHANGE_ACCEPTED = "tool_change_accepted"
 SERVER_STARTED = "server_started"
 SERVER_FAILED = "server_failed"
 SERVER_EXITED = "server_exited"
+# A stdio server wrote a line longer than the proxy takes (proxy/framing.py): {server, why, size, limit};
+# its pending calls failed and it was ended, to start again on the next call.
+SERVER_OUTPUT_REFUSED = "server_output_refused"
 # A url server whose name resolved to an address the policy does not allow (proxy/addresses.py):
 # {server, host, address, why}; no connection was made.
 SERVER_REFUSED = "server_refused"
