@@ -53,6 +53,9 @@ PASSKEY_ADDED = "passkey_added"
 PASSKEY_REMOVED = "passkey_removed"
 # An approval whose proof (assertion or password) did not hold: nothing was decided; the payload says why.
 APPROVAL_REFUSED = "approval_refused"
+# A passkey challenge not issued: the reviewer has store/passkeys.MAX_OPEN_CHALLENGES open already
+# (a session alone can ask for them): {reviewer, open, limit}; repeats are counted (store/refusals.py).
+CHALLENGE_REFUSED = "approval_challenge_refused"
 # The review side's Ed25519 signature over the chain head {seq, hash, key_id, signature} (store/checkpoints.py):
 # rewriting history and recomputing every later hash no longer passes `audit verify` without the key.
 CHECKPOINT = "chain_checkpoint"
