@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from gatekeeper.canonical import format_ts
 from gatekeeper.home import Home
 from gatekeeper.resources import migrations_dir
 from gatekeeper.store import events as ev
@@ -154,3 +155,24 @@ def test_a_session_flooding_challenges_over_http_gets_eight_then_429(tmp_path: P
     # the page stopped cleanly: the 51 repeats are one counted event, not 51 rows
     [repeated] = [e for e in refusals(world, ev.REFUSAL_REPEATED) if e["kind"] == ev.CHALLENGE_REFUSED]
     assert repeated["repeats"] == 60 - MAX_OPEN_CHALLENGES - 1
+
+
+def test_a_clock_ahead_of_the_databases_prunes_nothing_live_and_still_issues(
+    store: Store, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prune uses this machine's clock, the trigger the database's: when this one runs a day
+    ahead, the rows it thinks expired are live to the database, which refuses the DELETE; the
+    challenge is issued all the same (the prune runs in a savepoint) and the rows stay."""
+    from datetime import UTC, datetime, timedelta
+
+    from gatekeeper.store import passkeys
+
+    add_reviewer(store)
+    proposal = store.propose(draft("notes/a.md", b"a\n")).id
+    conn = raw(home)
+    conn.execute(INSERT, challenge_row("live-to-the-database", format_ts(datetime.now(UTC) + timedelta(hours=2))))
+    conn.commit()
+    monkeypatch.setattr(passkeys, "utc_now", lambda: datetime.now(UTC) + timedelta(days=1))
+    issued = store.issue_challenge("alice", [proposal])
+    nonces = {r[0] for r in conn.execute("SELECT nonce FROM approval_challenge").fetchall()}
+    assert nonces == {"live-to-the-database", issued.nonce}
