@@ -1,7 +1,7 @@
 """A hostile MCP server on stdio: it answers the handshake, then floods a line that never ends.
 
 Tools: ``flood`` writes ``FLOOD_BYTES`` (default 50 MiB) of one answer's line and no newline, then
-waits, its pipe open; ``echo`` answers at once; ``pid`` says which process answered (a restart
+waits, its pipe open, until its stdin closes; ``echo`` answers at once; ``pid`` says which process answered (a restart
 shows as a new pid). No SDK: bytes chosen by the test, as an attacker would.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 CHUNK = 1024 * 1024
 
@@ -34,7 +33,8 @@ def flood(rid: object) -> None:
             os.write(1, block)
     except BrokenPipeError:
         pass  # the proxy stopped reading: as it should
-    time.sleep(3600)  # no newline, ever; the proxy must end us
+    sys.stdin.buffer.read()  # no newline, ever; until the proxy closes our stdin (or dies)
+    sys.exit(0)
 
 
 def main() -> None:
