@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from gatekeeper.home import Home
 from gatekeeper.ready import ENV_READY_FD, ReadyPipe
 from gatekeeper.store import events as ev
-from gatekeeper.store.backends import DatabaseUnreachable
+from gatekeeper.store.backends import DatabaseUnreachable, Outage
 from gatekeeper.store.follow import Follower
 from gatekeeper.store.target import ENV_DATABASE_URL, PostgresUrl, as_url
 from gatekeeper.store.values import DONE_OUTCOMES
@@ -209,19 +209,16 @@ class _News:
     its return), and the feed carries on from where it was."""
 
     def __init__(self, feed: Follower, say: Callable[[str], None]) -> None:
-        self.feed, self.say, self.lost = feed, say, False
+        self.feed, self.say = feed, say
+        self.outage = Outage(say, "the feed resumes when it answers")
 
     def tell(self) -> None:
         try:
             rows = self.feed.poll()
         except DatabaseUnreachable as exc:
-            if not self.lost:
-                self.say(f"lost the database: {exc}; the feed resumes when it answers")
-            self.lost = True
+            self.outage.lost(exc)
             return
-        if self.lost:
-            self.say("the database answers again")
-            self.lost = False
+        self.outage.back()
         for row in rows:
             said = describe(row[2], row[4], json.loads(row[5]))
             if said:

@@ -232,10 +232,7 @@ def test_an_append_killed_anywhere_is_applied_exactly_once(world: World, point: 
         assert p.read_bytes() == APPENDED and p.read_bytes().count(b"line three") == 1
     kind, _ = outcome(world, pid)
     assert kind == "applied"
-    if point == "after_outcome":  # recorded, not yet cleaned: the base bytes wait for the next sweep
-        assert (world.workspace / "notes" / tmp_name(pid)).read_bytes() == BASE
-    else:
-        assert temp_names(world) == []
+    assert temp_names(world) == []  # even after_outcome (recorded, not yet cleaned): tests/test_commit_leftovers.py
     assert world.db_rows("SELECT count(*) FROM audit_event WHERE proposal_id = ? AND kind = 'commit_intent'", pid) == [
         (1,)
     ]

@@ -76,6 +76,8 @@ def commit(
     from gatekeeper.commit import run, testing
     from gatekeeper.commit.watch import stop_on_signals
     from gatekeeper.commit.watch import watch as watch_loop
+    from gatekeeper.store.backends import Outage
+    from gatekeeper.store.tx import RETRY_SECONDS
 
     switches = testing.Switches.from_env()
     if switches.active:
@@ -83,6 +85,9 @@ def commit(
 
     def show(r: Any) -> None:
         emit_json(r.as_dict()) if as_json else click.echo(_line(r))
+
+    def say(message: str) -> None:
+        click.echo(f"commit: {message}", err=True)
 
     stop = threading.Event()
     database = ctx.home.database
@@ -92,12 +97,13 @@ def commit(
             ctx.home, policy_file, batch=batch, switches=switches, on_result=show, should_stop=stop.is_set,
             servers=servers,
         ) as (committer, reader):  # fmt: skip
+            committer.store.outage = Outage(say, f"retrying for up to {RETRY_SECONDS:g} s")
             if watch:
                 stop_on_signals(stop)
                 which = f" of {', '.join(sorted(committer.servers))}" if committer.servers else ""
                 click.echo(f"Watching {database} for approvals{which} (Ctrl-C stops)", err=True)
                 ready.notify()  # holding the lock, watching: `gatekeeper up` counts it as running
-                watch_loop(committer, reader, stop, lambda m: click.echo(f"commit: {m}", err=True))
+                watch_loop(committer, reader, stop, say)
                 click.echo("Stopped.", err=True)
                 return
             report = committer.run_pass()

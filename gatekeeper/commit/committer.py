@@ -24,6 +24,7 @@ from typing import Any
 
 from gatekeeper.commit import details, fsops, swap
 from gatekeeper.commit.checks import Candidate, Plan, Refusal, check_root
+from gatekeeper.commit.leftovers import Leftovers
 from gatekeeper.commit.policy_source import PolicySource as PolicySource  # where callers import it
 from gatekeeper.commit.quorum import check_all
 from gatekeeper.commit.testing import OFF, Switches
@@ -104,11 +105,13 @@ class Committer:
         self.should_stop, self.on_result = should_stop, on_result
         self.floor = 0  # every decision at or below this id has an outcome
         self._swept: set[tuple[int, int]] = set()  # folders swept of stale temporary names this pass
+        self.leftovers = Leftovers(home.lock_path.parent)
 
     def run_pass(self) -> PassReport:
         policy = self.policy.current()
         trust = Trust.of(self.home)
         self._swept.clear()
+        self.leftovers.sweep(self.servers, self.reader.proposal_state)
         high, rows = self.reader.commit_queue(self.floor)
         self.sw.point("after_select")
         mine = (Candidate.from_row(r) for r in rows if self.servers is None or r["server"] in self.servers)
@@ -247,9 +250,12 @@ class Committer:
                     )
                     report.stopped = r.detail
             self.sw.point("before_outcome")
+            aside = [(c.server, plan.workspace, c.path) for c, _, plan in ready if c.id in done and done[c.id].leftover]
+            noted = self.leftovers.note(aside)  # a kill from here on: the next pass removes them (leftovers.py)
             self._record(results, report)
             self.sw.point("after_outcome")
             self._clean_up(results, dirs)
+            self.leftovers.cleared(noted)
         finally:
             dirs.close()
 

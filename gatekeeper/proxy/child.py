@@ -20,13 +20,15 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 
+from gatekeeper import humane
 from gatekeeper.home import user_umask
 from gatekeeper.policy.commands import child_env
 from gatekeeper.proxy import early
+from gatekeeper.proxy.framing import CHILD_LINE_BYTES, Framer
 
 EOF_GRACE = 0.4  # a well-behaved server exits on stdin EOF well within this
 TERM_GRACE = 0.4
@@ -38,6 +40,8 @@ log = logging.getLogger("gatekeeper.proxy")
 
 _PIPE_HIGH_WATER = 1024 * 1024  # bytes buffered toward the child before raw writes step aside
 _QUEUE_HIGH, _QUEUE_LOW = 64, 16  # the child's lines waiting for our client: pause reading above, resume below
+OnRefusal = Callable[[dict[str, Any]], None]
+"""Told once when a child's output is refused: ``{why, size, limit}``."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class ChildPipe:
     def __init__(self) -> None:
         self._transport: asyncio.WriteTransport | None = None  # the client's stream's, written directly
         self.alive = False
+        self.why: str | None = None  # why the proxy cut the child's output off, if it did
         self.tap: Callable[[bytes], bool] | None = None
         self.on_end: Callable[[ChildPipe], None] | None = None
         self.on_trouble: Callable[..., None] | None = None  # never called: a pipe's troubles end it (on_end)
@@ -89,8 +94,10 @@ class ChildPipe:
     def cancel(self, ours: str, data: bytes, headers: dict[str, str]) -> None:
         self.write(data + b"\n")  # a late answer to it is dropped (FastPath.child_line)
 
-    def ended(self) -> None:
+    def ended(self, why: str | None = None) -> None:
+        """Stdout closed; ``why`` is set when the proxy cut it off (proxy/framing.py)."""
         self.alive = False
+        self.why = why
         if self.on_end is not None:
             self.on_end(self)
 
@@ -112,10 +119,14 @@ async def child_process(
     errlog: TextIO,
     pipe: ChildPipe | None = None,
     adopt: subprocess.Popen[bytes] | None = None,
+    *,
+    limit: int = CHILD_LINE_BYTES,
+    on_refusal: OnRefusal | None = None,
 ) -> AsyncIterator[ChildProcess]:
     """The child itself (or the one proxy/early.py started with the same parameters, adopted), for
-    our client to read and write its lines (proxy/childrpc.py); always ended on exit."""
-    process = await _start(params, errlog, adopt, pipe)
+    our client to read and write its lines (proxy/childrpc.py), none longer than ``limit``; always
+    ended on exit."""
+    process = await _start(params, errlog, adopt, _ChildOut.factory(pipe, limit, on_refusal))
     if pipe is not None:
         pipe.attach(process)
     try:
@@ -126,7 +137,10 @@ async def child_process(
 
 
 async def _start(
-    params: ChildCommand, errlog: TextIO, adopt: subprocess.Popen[bytes] | None, pipe: ChildPipe | None
+    params: ChildCommand,
+    errlog: TextIO,
+    adopt: subprocess.Popen[bytes] | None,
+    out: Callable[[], _ChildOut],
 ) -> _Child:
     """The running child: the adopted early one, or a new process, its pipes on the running loop."""
     if adopt is None:
@@ -141,7 +155,7 @@ async def _start(
             umask=user_umask(),  # not the proxy's private 077: files the server makes are the user's
         )
     try:
-        return await _adopt(adopt, pipe)
+        return await _adopt(adopt, out)
     except BaseException:  # cancelled before it was ours: it must not outlive us
         early.kill(adopt)
         raise
@@ -206,46 +220,52 @@ class _ChildIn:
 
 
 class _ChildOut(asyncio.Protocol):
-    """The child's stdout, split into lines as the bytes arrive.
+    """The child's stdout, split into lines as the bytes arrive (proxy/framing.py, capped at ``limit``).
 
     Why not a stream read by a task: the fast path's answers (``ChildPipe.offer``) are taken here,
     in the loop's read callback, and written to the host at once; a task would cost another turn
     of the loop per answer. Lines the tap does not take, and every line behind one still waiting
-    for the client, queue in order for ``next_line``.
+    for the client, queue in order for ``next_line``. A line longer than ``limit`` ends the output
+    here: ``refused`` says why, and ``on_refusal`` hears it (the server is then restarted).
     """
 
-    def __init__(self, pipe: ChildPipe | None) -> None:
+    def __init__(self, pipe: ChildPipe | None, limit: int, on_refusal: OnRefusal | None = None) -> None:
         self._pipe = pipe
-        self._buffer = bytearray()
         self._lines: deque[bytes] = deque()
         self._wake = asyncio.Event()
         self._busy = False  # a line is out with the reader task (it may still be on its way)
         self._ended = False
         self.transport: asyncio.ReadTransport | None = None
         self._paused = False
+        self._limit, self._on_refusal = limit, on_refusal
+        self._framer = Framer(self._line, limit, self._overflow)
+        self.refused: str | None = None
+
+    @classmethod
+    def factory(cls, pipe: ChildPipe | None, limit: int, on_refusal: OnRefusal | None) -> Callable[[], _ChildOut]:
+        return lambda: cls(pipe, limit, on_refusal)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        buffer, lines, pipe = self._buffer, self._lines, self._pipe
-        if not buffer and data and data.find(b"\n") == len(data) - 1:  # one whole line (the usual): no copies
-            line = data[:-1]
-            if lines or self._busy or pipe is None or not pipe.offer(line.rstrip(b"\r")):
-                lines.append(line)
-                self._queued()
-            return
-        buffer += data
-        start = 0
-        while (end := buffer.find(b"\n", start)) >= 0:
-            line = bytes(buffer[start:end])
-            start = end + 1
-            if not lines and not self._busy and pipe is not None and pipe.offer(line.rstrip(b"\r")):
-                continue
-            lines.append(line)
-        del buffer[:start]
-        if lines:
+        self._framer.feed(data)
+        if self._lines:
             self._queued()
+
+    def _line(self, line: bytes, size: int | None) -> None:
+        if self._lines or self._busy or self._pipe is None or not self._pipe.offer(line):
+            self._lines.append(line)
+
+    def _overflow(self, size: int) -> None:
+        """A line with no end within the cap: stop reading; what is pending fails with the reason."""
+        self.refused = f"its output had a line over {humane.size(self._limit)} (refused after {humane.size(size)})"
+        log.warning("child output refused: a line over %d bytes (%d read)", self._limit, size)
+        if self._on_refusal is not None:
+            self._on_refusal({"why": "line_too_long", "size": size, "limit": self._limit})
+        if self.transport is not None:
+            self.transport.close()
+        self._end()
 
     def _queued(self) -> None:
         """Lines wait for the reader task: wake it, and stop reading while too many wait."""
@@ -298,11 +318,11 @@ class _Child:
         return self._popen.poll()
 
 
-async def _adopt(popen: subprocess.Popen[bytes], pipe: ChildPipe | None = None) -> _Child:
+async def _adopt(popen: subprocess.Popen[bytes], out: Callable[[], _ChildOut]) -> _Child:
     """Put the child's pipes on the running loop (an early child's, or one just started)."""
     assert popen.stdin is not None and popen.stdout is not None
     loop = asyncio.get_running_loop()
-    _, stdout = await loop.connect_read_pipe(lambda: _ChildOut(pipe), popen.stdout)
+    _, stdout = await loop.connect_read_pipe(out, popen.stdout)
     write_transport, protocol = await loop.connect_write_pipe(
         lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), popen.stdin
     )

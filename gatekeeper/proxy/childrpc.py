@@ -45,6 +45,8 @@ _LISTEN_ACK = "notifications/subscriptions/acknowledged"
 class Lines(Protocol):
     """The child's stdout as proxy/child.py's ``_ChildOut`` offers it."""
 
+    refused: str | None  # why the output was cut off, if it was (a line over the cap)
+
     async def next_line(self) -> bytes | None: ...
 
     def done(self) -> None: ...
@@ -203,16 +205,18 @@ class ChildSession:
                 tg.cancel_scope.cancel()
         finally:
             self._tg = None
-            self.end()
+            self.end(out.refused)
             if pipe is not None:
-                pipe.ended()
+                pipe.ended(out.refused)
 
-    def end(self) -> None:
-        """The child is gone: every pending request fails with -32000, and so does every later one."""
+    def end(self, why: str | None = None) -> None:
+        """The child is gone: every pending request fails with -32000 (saying ``why``, if we cut it
+        off), and so does every later one."""
         self.closed = True
+        message = CLOSED if why is None else f"{CLOSED}: {why}"
         for pending in self._pending.values():
             if pending.outcome is None:
-                pending.outcome = RpcError(w.CONNECTION_CLOSED, CLOSED)
+                pending.outcome = RpcError(w.CONNECTION_CLOSED, message)
                 pending.done.set()
 
     def feed(self, line: bytes) -> None:

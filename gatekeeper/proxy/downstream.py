@@ -33,6 +33,8 @@ from gatekeeper.proxy.addresses import AddressRefused
 from gatekeeper.proxy.carrier import Carrier
 from gatekeeper.proxy.child import ChildCommand, ChildPipe, child_environment, child_process
 from gatekeeper.proxy.childface import ChildClient, Json, Progress, RpcError
+from gatekeeper.proxy.failures import describe, innermost
+from gatekeeper.proxy.framing import child_line_limit
 from gatekeeper.proxy.mcpwire import CONNECTION_CLOSED, MODERN_PROTOCOL_VERSIONS
 from gatekeeper.store import events as ev
 
@@ -52,28 +54,6 @@ class DownstreamUnavailable(Exception):
 
 class DownstreamGone(Exception):
     """The server's connection closed during a call."""
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _describe(exc: BaseException, is_remote: bool) -> str:
-    exc = _leaf(exc)
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(e, is_remote) for e in exc.exceptions)
-    if isinstance(exc, AddressRefused):
-        return str(exc)
-    if is_remote:  # proxy/remote.py (httpx2, the SDK's HTTP client) loads only for a url server
-        from gatekeeper.proxy import remote
-
-        if (http := remote.described(exc)) is not None:
-            return http
-    if isinstance(exc, FileNotFoundError):
-        return f"command not found: {exc.filename or exc}"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 class Downstream:
@@ -110,6 +90,7 @@ class Downstream:
         self.era: str | None = None  # the mode that worked in "auto": "auto" (2026) or "legacy" (2025)
         self._probe_failed = False  # the last start failed talking (not spawning): worth one legacy try
         self._first = True  # the first start adopts the child proxy/early.py spawned, if any
+        self._refusal: dict[str, Any] | None = None  # this life's output was refused (to record once it ends)
 
     # -- supervisor ------------------------------------------------------------------------
 
@@ -168,6 +149,10 @@ class Downstream:
             self.failures += 1
             self.start_failed = True
         self.next_start = time.monotonic() + min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** max(0, self.failures - 1))
+        if self._refusal is not None:
+            refusal, self._refusal = self._refusal, None
+            self.error = "its output was refused: a line over the cap"
+            await self._on_event(ev.SERVER_OUTPUT_REFUSED, refusal)
         if not self._closing:
             kind = ev.SERVER_EXITED if started else ev.SERVER_FAILED
             await self._on_event(kind, {"server": self.name, "error": self.error, "stderr": self.stderr_tail()})
@@ -200,7 +185,14 @@ class Downstream:
             errlog.write(f"{_MARK} starting {self.name} ({mode}): {self.config.command} {' '.join(self.config.args)}\n")
             errlog.flush()
         pipe = self.carrier if isinstance(self.carrier, ChildPipe) else None
-        return child_process(params, errlog, pipe, adopted)
+        limit = child_line_limit([r.propose.max_bytes for r in self.config.tools.values() if r.propose is not None])
+        return child_process(params, errlog, pipe, adopted, limit=limit, on_refusal=self._output_refused)
+
+    def _output_refused(self, detail: dict[str, Any]) -> None:
+        """The child wrote a line over the cap (proxy/framing.py): end this life now; the refusal is
+        recorded when it has ended, and the next call starts the server again."""
+        self._refusal = {"server": self.name, **detail}
+        self.mark_gone()
 
     async def _session(
         self, params: ChildCommand | None, errlog: TextIO, mode: str, probe_error: str | None = None
@@ -242,8 +234,8 @@ class Downstream:
                 self.error = f"no answer to server/discover within {PROBE_TIMEOUT:g} s"
                 self._probe_failed = True
         except Exception as exc:
-            self.error = _describe(exc, self.config.is_remote)
-            leaf = _leaf(exc)
+            self.error = describe(exc, self.config.is_remote)
+            leaf = innermost(exc)
             # A server that cannot even be spawned (or reached) gets no second try; one that died talking may.
             self._probe_failed = not started and not isinstance(leaf, OSError | AddressRefused)
             if self._probe_failed and self.config.is_remote:

@@ -169,10 +169,12 @@ class Replies:
     def child_ended(self, pipe: Carrier) -> None:
         """The child's stdout closed: every fast call still waiting on it gets today's answer."""
         waiting = [ours for ours, call in self.pending.items() if call.carrier is pipe]
+        why = getattr(pipe, "why", None)
+        closed = _CLOSED if why is None else f"{_CLOSED}: {why}"
         for ours in waiting:
             call = self.pending.pop(ours)
             self.by_host.pop((type(call.host_id), call.host_id), None)
-            gone = f"downstream server '{call.downstream.name}' stopped during the call: {_CLOSED}"
+            gone = f"downstream server '{call.downstream.name}' stopped during the call: {closed}"
             self._failed(call, gone, gone=True)
         if waiting:
             downstream = self.pending_downstream(pipe)

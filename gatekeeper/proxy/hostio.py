@@ -26,7 +26,8 @@ from contextlib import asynccontextmanager
 import anyio
 import anyio.to_thread
 
-from gatekeeper.proxy.wireparse import SCAN_BYTES, OnRefusal
+from gatekeeper.proxy.framing import Framer
+from gatekeeper.proxy.wireparse import OnRefusal
 
 log = logging.getLogger("gatekeeper.proxy.wire")
 
@@ -118,51 +119,19 @@ class _OutProtocol(asyncio.Protocol):
 
 
 class LineSplitter(asyncio.Protocol):
-    """Splits the host's bytes into lines; over-long lines are cut to their first MiB and sized."""
+    """The host's bytes as lines (proxy/framing.py): over-long ones cut to their first MiB and sized."""
 
     def __init__(self, reader: HostIn) -> None:
         self._reader = reader
-        self._buffer = bytearray()
-        self._skipping: bytearray | None = None  # the start of an over-long line being skipped
-        self._skipped = 0
+        self._framer = Framer(reader.line, reader.limit)
+        self.data_received = self._framer.feed  # type: ignore[method-assign]  # no hop per read
         self.transport: asyncio.ReadTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
-    def data_received(self, data: bytes) -> None:
-        limit = self._reader.limit
-        if self._skipping is not None:
-            end = data.find(b"\n")
-            if end < 0:
-                self._skipped += len(data)
-                return
-            self._skipped += len(data[:end].rstrip(b"\r"))
-            self._reader.line(bytes(self._skipping), self._skipped)
-            self._skipping = None
-            data = data[end + 1 :]
-        buffer = self._buffer
-        if not buffer and data and data.find(b"\n") == len(data) - 1:
-            self._reader.line(data[:-1].rstrip(b"\r"), None)  # one whole line (the usual): no buffer copies
-            return
-        buffer += data
-        start = 0
-        while (end := buffer.find(b"\n", start)) >= 0:
-            line = bytes(buffer[start:end])
-            start = end + 1
-            self._reader.line(line.rstrip(b"\r"), None)
-        del buffer[:start]
-        if len(buffer) > limit + 1:  # no line ending within the cap: skip the rest of this line
-            self._skipping = bytearray(buffer[:SCAN_BYTES])
-            self._skipped = len(buffer)
-            buffer.clear()
-
     def eof_received(self) -> bool:
-        if self._skipping is not None:
-            self._reader.line(bytes(self._skipping), self._skipped)
-        elif self._buffer:
-            self._reader.line(bytes(self._buffer).rstrip(b"\r"), None)
-        self._buffer.clear()
+        self._framer.finish()
         self._reader.end()
         return False
 

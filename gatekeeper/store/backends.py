@@ -32,6 +32,25 @@ class DatabaseUnreachable(GatekeeperError):
     Idempotent writes (``Transactions.retrying``) reconnect and try again; others report this."""
 
 
+class Outage:
+    """Says once that the database went away and once that it answers again, however many tries lie
+    between: ``up``'s event feed and a committer's retried writes (``Transactions.retrying``) speak
+    these same two lines. ``meanwhile`` says what happens until it is back."""
+
+    def __init__(self, say: Callable[[str], None], meanwhile: str) -> None:
+        self.say, self.meanwhile, self.down = say, meanwhile, False
+
+    def lost(self, exc: DatabaseUnreachable) -> None:
+        if not self.down:
+            self.say(f"lost the database: {exc}; {self.meanwhile}")
+        self.down = True
+
+    def back(self) -> None:
+        if self.down:
+            self.say("the database answers again")
+        self.down = False
+
+
 def lost(db: Database, exc: BaseException) -> DatabaseUnreachable:
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__

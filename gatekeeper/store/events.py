@@ -35,6 +35,9 @@ TOOL_CHANGE_ACCEPTED = "tool_change_accepted"
 SERVER_STARTED = "server_started"
 SERVER_FAILED = "server_failed"
 SERVER_EXITED = "server_exited"
+# A stdio server wrote a line longer than the proxy takes (proxy/framing.py): {server, why, size, limit};
+# its pending calls failed and it was ended, to start again on the next call.
+SERVER_OUTPUT_REFUSED = "server_output_refused"
 # A url server whose name resolved to an address the policy does not allow (proxy/addresses.py):
 # {server, host, address, why}; no connection was made.
 SERVER_REFUSED = "server_refused"
@@ -50,6 +53,9 @@ PASSKEY_ADDED = "passkey_added"
 PASSKEY_REMOVED = "passkey_removed"
 # An approval whose proof (assertion or password) did not hold: nothing was decided; the payload says why.
 APPROVAL_REFUSED = "approval_refused"
+# A passkey challenge not issued: the reviewer has store/passkeys.MAX_OPEN_CHALLENGES open already
+# (a session alone can ask for them): {reviewer, open, limit}; repeats are counted (store/refusals.py).
+CHALLENGE_REFUSED = "approval_challenge_refused"
 # The review side's Ed25519 signature over the chain head {seq, hash, key_id, signature} (store/checkpoints.py):
 # rewriting history and recomputing every later hash no longer passes `audit verify` without the key.
 CHECKPOINT = "chain_checkpoint"

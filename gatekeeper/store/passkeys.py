@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from gatekeeper import humane
 from gatekeeper.approval import StoredPasskey, Subject, batch_challenge, decision_digest
 from gatekeeper.canonical import format_ts, now_ts, sha256_hex, utc_now
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
@@ -29,6 +30,12 @@ if TYPE_CHECKING:  # the WebAuthn ceremony module imports webauthn, which the pr
 
 ENROLMENT_TTL = timedelta(hours=24)
 CHALLENGE_TTL = timedelta(minutes=5)
+MAX_OPEN_CHALLENGES = 8
+"""Approvals one reviewer may have waiting for a passkey at once. Each approve click (a proposal's page,
+or the queue's batch) opens one, used at once when the passkey answers; one the person cancels stays
+open for ``CHALLENGE_TTL``. A person with a few tabs and a cancelled prompt or two stays well below
+8; a script asking again and again meets it at the 9th."""
+PRUNE_AFTER = CHALLENGE_TTL  # an expired challenge is kept this much longer before it is deleted
 MAX_LABEL = 80
 
 
@@ -174,8 +181,12 @@ class Passkeys(Transactions):
         self, reviewer: str, proposal_ids: Sequence[str], ttl: timedelta = CHALLENGE_TTL, *, batch: bool = False
     ) -> Challenge:
         """A fresh nonce for ``reviewer`` approving these pending proposals, and the digests it binds.
+
         ``batch``: for the queue's selection, which refuses a proposal with a warning before any passkey
-        is asked (``approve_batch`` refuses it again: this is for the person, that is the rule)."""
+        is asked (``approve_batch`` refuses it again: this is for the person, that is the rule).
+        ``TooManyChallenges`` once ``MAX_OPEN_CHALLENGES`` are open (issued, unused, unexpired): a
+        session alone (a stolen cookie and the page's CSRF token) gets as far as a challenge, so
+        without a cap it could add rows as fast as it liked. Expired rows are pruned here too."""
         if not proposal_ids or len(set(proposal_ids)) != len(proposal_ids):
             raise InvalidInput("name each proposal to approve once", "select at least one proposal")
         if batch:
@@ -186,12 +197,44 @@ class Passkeys(Transactions):
         nonce = secrets.token_urlsafe(24)
         with self.transaction() as tx:
             _enabled(tx, reviewer)
+            _prune_challenges(tx)
+            now = now_ts()
+            open_, oldest = tx.first(
+                "SELECT count(*), min(expires_at) FROM approval_challenge "
+                "WHERE reviewer = ? AND used_at IS NULL AND expires_at > ?",
+                (reviewer, now),
+            ) or (0, None)
+            if open_ >= MAX_OPEN_CHALLENGES:
+                raise TooManyChallenges(reviewer, open_, str(oldest))
             digests = tuple(decision_digest(_pending(tx, pid), nonce).hex() for pid in proposal_ids)
             expires = format_ts(utc_now() + ttl)
-            row = {"nonce": nonce, "reviewer": reviewer, "digests": json.dumps(list(digests)), "created_at": now_ts()}
+            row = {"nonce": nonce, "reviewer": reviewer, "digests": json.dumps(list(digests)), "created_at": now}
             tx.insert("approval_challenge", {**row, "expires_at": expires})
         challenge = batch_challenge([bytes.fromhex(d) for d in digests])
         return Challenge(nonce, reviewer, digests, challenge, expires)
+
+
+class TooManyChallenges(Conflict):
+    """``reviewer`` has ``open`` approvals waiting for a passkey already; the oldest expires at ``oldest``."""
+
+    def __init__(self, reviewer: str, open_: int, oldest: str) -> None:
+        super().__init__(
+            f"{open_} approvals are already waiting for {reviewer}'s passkey, the most there may be",
+            f"approve again once the oldest expires ({humane.ago(oldest)}); if you did not start them, "
+            "someone else may be using your session: log out and in again",
+        )
+        self.reviewer, self.open, self.oldest = reviewer, open_, oldest
+
+
+def _prune_challenges(tx: Tx) -> None:
+    """Delete challenges expired more than ``PRUNE_AFTER`` ago (migration 0011 lets only expired rows
+    go, by the database's clock: the grace covers a skew; a larger one only leaves them for later)."""
+    tx.run("SAVEPOINT prune")
+    try:
+        tx.run("DELETE FROM approval_challenge WHERE expires_at < ?", (format_ts(utc_now() - PRUNE_AFTER),))
+    except tx.integrity_errors:
+        tx.run("ROLLBACK TO SAVEPOINT prune")
+    tx.run("RELEASE SAVEPOINT prune")
 
 
 def _enabled(tx: Tx, reviewer: str) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from gatekeeper.canonical import canonical_json, now_ts
-from gatekeeper.store.backends import DatabaseUnreachable, backend_for, lost
+from gatekeeper.store.backends import DatabaseUnreachable, Outage, backend_for, lost
 from gatekeeper.store.chain import GENESIS, event_hash
 from gatekeeper.store.connections import WriterPool
 from gatekeeper.store.target import Database
@@ -105,6 +105,7 @@ class Transactions:
         if check:
             check_schema(self.db_path)
         self.writer = WriterPool(self.backend)
+        self.outage: Outage | None = None  # told when a retried write loses the database, and when it is back
 
     def close(self) -> None:
         self.writer.dispose()
@@ -170,16 +171,22 @@ class Transactions:
 
         For idempotent work only: a connection lost during COMMIT leaves unknown whether it
         committed, so the second run must find what the first wrote and not write it twice.
+        ``outage`` (if set) hears the first loss and the return, not every try.
         SQLite never loses its connection: this is one plain transaction there.
         """
         give_up, pause = time.monotonic() + seconds, 0.05
         while True:
             try:
                 with self.transaction() as tx:
-                    return work(tx)
-            except DatabaseUnreachable:
+                    done = work(tx)
+                if self.outage is not None:
+                    self.outage.back()
+                return done
+            except DatabaseUnreachable as exc:
                 if time.monotonic() >= give_up:
                     raise
+                if self.outage is not None:
+                    self.outage.lost(exc)
             time.sleep(pause)  # back off while the server restarts; not a test's synchronisation
             pause = min(pause * 2, 1.0)
 

@@ -14,7 +14,7 @@ BUSY_TIMEOUT_MS = 10_000
 
 # Every revision in migrations/versions, oldest first. tests/test_schema.py checks this list
 # against the scripts, so a process can check the schema without importing Alembic.
-KNOWN_REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010")
+KNOWN_REVISIONS: tuple[str, ...] = tuple(f"{n:04d}" for n in range(1, 12))  # 0001 ... 0011
 HEAD_REVISION = KNOWN_REVISIONS[-1]
 
 

@@ -26,6 +26,8 @@ from gatekeeper.review.access import State, unsafe
 from gatekeeper.review.errors import ReviewError
 from gatekeeper.review.state import ReviewState
 from gatekeeper.store.decisions import MAX_BATCH, Shown
+from gatekeeper.store.events import CHALLENGE_REFUSED
+from gatekeeper.store.passkeys import MAX_OPEN_CHALLENGES, TooManyChallenges
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.reviews import Session
 
@@ -61,7 +63,12 @@ def challenge_for(
     if state.rules.rp is None:
         raise ReviewError(409, "This review page does not know its own address, so it cannot use passkeys.")
     with answered():
-        ch = state.store.issue_challenge(session.reviewer, ids, batch=batch)
+        try:
+            ch = state.store.issue_challenge(session.reviewer, ids, batch=batch)
+        except TooManyChallenges as exc:  # counted, not stored each time (store/refusals.py)
+            details = {"reviewer": exc.reviewer, "open": exc.open, "limit": MAX_OPEN_CHALLENGES}
+            state.refusals.record(CHALLENGE_REFUSED, session.reviewer, details)
+            raise ReviewError(429, str(exc)) from None
     options = enrolment.authentication_options(state.rules.rp, ch.challenge, credentials)
     body = {"options": json.loads(options), "nonce": ch.nonce, "digests": list(ch.digests), "expires_at": ch.expires_at}
     return JSONResponse(body)
