@@ -25,7 +25,8 @@ def chunked(*parts: bytes) -> bytes:
 
 
 EVENTS = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" + chunked(
-    b": a comment\nevent: ping\ndata:\n\n",  # not a message event
+    b": a comment\nevent: ping\ndata: x\n\n",  # not a message event
+    b"id: 1\ndata:\n\n",  # a priming event: a message without data
     b'event: message\r\ndata: {"method":"x",\r\ndata: "n":1}\r\n\r\n',  # CRLF lines, two data lines
     b'data: {"id":"gatekeeper-fast-1"}\n',
     b"\n",  # the event ends in the next chunk

@@ -229,8 +229,9 @@ class Connection(asyncio.Protocol):
             line = bytes(self._sse[:end]).rstrip(b"\r")
             del self._sse[: end + 1]
             if not line:
-                if self._event and self._event_type in (b"", b"message"):
-                    self.exchange.message(b"\n".join(self._event))
+                data = b"\n".join(self._event)
+                if data and self._event_type in (b"", b"message"):  # else a priming event, or one only logged
+                    self.exchange.message(data)
                 self._event.clear()
                 self._event_type = b""
                 continue
