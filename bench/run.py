@@ -29,6 +29,7 @@ import http_bench  # H1
 import proxy_bench  # P1-P3
 import review_bench  # R0-R2
 import team_bench  # T1-T4
+import urlcall_bench  # H2
 import write_bench  # figures 1 and 2
 from harness import FULL, QUICK, Figure, Report, Settings, log, print_table
 
@@ -50,6 +51,8 @@ def run_all(work: Path, s: Settings, report: Report) -> None:
     for figure in fastpath_bench.run(s.quick, work):
         report.add(figure)
     for figure in http_bench.run(s.quick, work):
+        report.add(figure)
+    for figure in urlcall_bench.run(s.quick, work):
         report.add(figure)
     for figure in approve_bench.run(s.quick, work):
         report.add(figure)

@@ -34,6 +34,8 @@ def test_bench_quick_runs_and_reports_every_figure(tmp_path: Path) -> None:
         "F2. notes cold gatekeeper tools/list",
         "F3. notes gatekeeper RSS after calls",
         "H1. vault sdk direct p50",
+        "H2. plain gatekeeper ratio p50",
+        "H2. sdk gatekeeper proxy CPU per call",
         "A1. approve with passkey p50",
     ):
         assert figure in result.stdout
@@ -73,6 +75,8 @@ def test_bench_modules_import_the_harness_not_each_other() -> None:
                 # the per-call tools drive the same launchers and raw client as the fast-path bench
                 "percall_ab": {"fastpath_setup"},
                 "percall_instr": {"fastpath_setup"},
+                # the url-call bench drives its proxies with the fast-path bench's raw line client
+                "urlcall_bench": {"fastpath_setup"},
                 "team_bench": {"teamdb"},
             }.get(name, set())
             assert imported <= {"harness", "bigdb"} | extra, f"bench/{name}.py imports {sorted(imported)}"
@@ -84,6 +88,7 @@ def test_bench_modules_import_the_harness_not_each_other() -> None:
         "review_bench",
         "fastpath_bench",
         "http_bench",
+        "urlcall_bench",
         "approve_bench",
         "team_bench",
     }

@@ -223,6 +223,8 @@ def test_an_allowed_call_is_one_raw_post_answered_with_the_servers_bytes(
     for header in ("mcp-session-id", "mcp-protocol-version", "authorization", "accept", "content-type"):
         assert post["headers"].get(header) == listed["headers"].get(header), header
     assert post["headers"]["authorization"] == f"Bearer {TOKEN}" and post["headers"]["mcp-session-id"]
+    # On the proxy's own kept-alive connection (proxy/rawhttp.py), not httpx2's, which asks for gzip.
+    assert "accept-encoding" not in post["headers"] and "accept-encoding" in listed["headers"]
     assert post["message"]["params"] == {"name": "read_note", "arguments": {"name": "hello.md"}}
 
 

@@ -23,8 +23,9 @@ the host side would refuse, a congested pipe, a duplicate id). Where host and ch
 protocol revisions, or the host speaks 2026-07-28, the rewrite is ``proxy/eras.py``'s.
 
 A ``url`` server is reached the same way through another carrier (proxy/carrier.py): each raw
-request is one POST on the connection's own HTTP client (proxy/httpcarrier.py), and the messages of
-its answer come back through the same tap as a child's lines.
+request is one POST (proxy/httpcarrier.py), written whole on a kept-alive connection of the proxy's
+own (proxy/rawhttp.py), and the messages of its answer come back through the same tap as a child's
+lines, each as soon as it is read.
 """
 
 from __future__ import annotations

@@ -255,6 +255,7 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
 
         self._pool = httpcore2.AsyncConnectionPool(ssl_context=context, network_backend=Pinned(target))
         self._name, self._target, self._errlog, self._limit = name, target, errlog, limit
+        self.target, self.ssl_context = target, context  # the fast path's own connections use the same
         self.session_id: str | None = None  # what the SDK transport sends (the fast path sends the same)
         self.protocol_version: str | None = None
 
@@ -280,6 +281,12 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
             if isinstance(exc, httpx2.ReadTimeout | httpx2.WriteTimeout):
                 return self._error(rid, f"at {where} did not answer in time ({_what(exc)})", "timeout")
             return self._error(rid, f"could not be reached at {where}: {_what(exc)}", "unreachable")
+        return await self.judge(request, response)
+
+    async def judge(self, request: httpx2.Request, response: httpx2.Response) -> httpx2.Response:
+        """What the server's answer means for the request: itself, capped, or our error in its place
+        (also for the answers the fast path's kept-alive connections read, proxy/rawhttp.py)."""
+        listen = request.method == "GET"
         problem = None if listen else _problem(response)
         kind = "answer"
         if response.status_code == 404 and request.headers.get("mcp-session-id") and not listen:
@@ -294,6 +301,12 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         response.stream = _Capped(response.stream, None if listen else self._limit)
         return response
+
+    def unreachable(self, rid: Any, what: str) -> httpx2.Response:
+        """Our error for a request whose connection broke before any answer (the fast path's own connections)."""
+        self.log(f"POST {self._target.host} failed: {what}")
+        where = f"{self._target.host} ({', '.join(self._target.addresses)}) port {self._target.port}"
+        return self._error(rid, f"could not be reached at {where}: {what}", "unreachable")
 
     @staticmethod
     def _error(rid: Any, message: str, kind: str) -> httpx2.Response:
