@@ -18,14 +18,15 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.commit import details, fsops, swap
+from gatekeeper.commit import details, fsops, held, swap
 from gatekeeper.commit.checks import Candidate, Plan, Refusal, check_root
 from gatekeeper.commit.policy_source import PolicySource as PolicySource  # where callers import it
 from gatekeeper.commit.quorum import check_all
+from gatekeeper.commit.report import PassReport as PassReport  # where callers import them
+from gatekeeper.commit.report import Result as Result
 from gatekeeper.commit.testing import OFF, Switches
 from gatekeeper.commit.trust import Trust
 from gatekeeper.home import Home
@@ -36,48 +37,6 @@ from gatekeeper.store.store import Store
 
 FILE_WORKERS = 8  # file steps in flight within a batch (distinct paths only)
 BATCH_BYTES = 64 * 1024 * 1024
-
-
-@dataclass
-class Result:
-    proposal_id: str
-    path: str
-    outcome: str  # created / applied / deleted / conflict / refused / failed; "busy": left for a later pass
-    detail: str = ""
-    observed_sha256: str | None = None
-    final_path: str | None = None
-    linked: bool = False  # this process gave the file its name
-    recorded: bool = False  # this process recorded the outcome (False: another committer was first)
-    stop: bool = False  # an fsync failed: end the pass, the disk needs a person
-    dir_key: tuple[int, int] | None = None
-    leftover: str | None = None  # a change's temporary name (holding the base), removed once recorded
-    change: bool = False  # a change or delete: its folder is swept of stale temporary names
-
-    def record(self) -> dict[str, Any]:
-        return {
-            "proposal_id": self.proposal_id,
-            "outcome": self.outcome,
-            "detail": self.detail,
-            "observed_sha256": self.observed_sha256,
-            "final_path": self.final_path,
-        }
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**self.record(), "path": self.path, "linked": self.linked, "recorded": self.recorded}
-
-
-@dataclass
-class PassReport:
-    results: list[Result] = field(default_factory=list)
-    waiting: list[str] = field(default_factory=list)  # why some approvals were left for a later pass
-    stopped: str | None = None
-    finished: set[str] = field(default_factory=set)
-    elsewhere: set[str] = field(default_factory=set)  # claimed by another committer (PostgreSQL): theirs
-    queued: int = 0
-
-    @property
-    def unfinished(self) -> int:
-        return self.queued - len(self.finished) - len(self.elsewhere - self.finished)
 
 
 class Committer:
@@ -103,12 +62,14 @@ class Committer:
         self.batch, self.workers, self.sw, self.actor = max(1, batch), max(1, workers), switches, actor
         self.should_stop, self.on_result = should_stop, on_result
         self.floor = 0  # every decision at or below this id has an outcome
+        self.gate = held.Gate.of(home, store, actor)  # the committer's own journal, outside the database
         self._swept: set[tuple[int, int]] = set()  # folders swept of stale temporary names this pass
 
     def run_pass(self) -> PassReport:
         policy = self.policy.current()
         trust = Trust.of(self.home)
         self._swept.clear()
+        self.gate.journal.refresh()  # before the queue: a line read here had its intent committed before
         high, rows = self.reader.commit_queue(self.floor)
         self.sw.point("after_select")
         mine = (Candidate.from_row(r) for r in rows if self.servers is None or r["server"] in self.servers)
@@ -141,6 +102,7 @@ class Committer:
     # -- one batch ---------------------------------------------------------------------------
 
     def _batch(self, chunk: list[Candidate], policy: Policy, trust: Trust, report: PassReport) -> None:
+        chunk = self._journaled(chunk, policy, report)
         contents = self.reader.proposal_contents([c.id for c in chunk])
         approvals = self.reader.approvals([c.id for c in chunk])  # the first N-1 of a rule's approvals: N
         refused: list[Result] = []
@@ -179,6 +141,32 @@ class Committer:
                 if fd >= 0:
                     os.close(fd)
 
+    def _journaled(self, chunk: list[Candidate], policy: Policy, report: PassReport) -> list[Candidate]:
+        """The candidates the journal lets act; the others are recorded from it or held (``held.py``)."""
+        through, replayed, holding = [], [], []
+        for c in chunk:
+            entry = self.gate.journal.get(c.id)
+            verdict = held.judge(entry, c.has_intent)
+            if verdict == held.ACT:
+                through.append(c)
+            elif verdict == held.RECORD and entry is not None and entry.outcome is not None:
+                o = entry.outcome  # killed after the file step, before its outcome row: the disk is done
+                replayed.append(Result(c.id, c.path, str(o["outcome"]), str(o.get("detail") or ""),
+                                       o.get("observed_sha256"), o.get("final_path")))  # fmt: skip
+            else:
+                holding.append((c, verdict))
+        self._hold(holding, report)
+        self._record(replayed, report)
+        done = {r.proposal_id for r in replayed}
+        for c in (c for c in chunk if c.id in done):  # a change's temporary name holds its base: swept
+            held.sweep_recorded(c, policy, self.reader.proposal_state)
+        return through
+
+    def _hold(self, holding: list[tuple[Candidate, str]], report: PassReport) -> None:
+        for message in self.gate.hold(holding):
+            if message not in report.waiting:
+                report.waiting.append(message)
+
     def _open_root(self, workspace: Path, roots: dict[Path, int], real: dict[Path, str], report: PassReport) -> bool:
         """Open each workspace root once a batch, and learn where it really is; False: it cannot be opened."""
         if workspace not in roots:
@@ -203,12 +191,14 @@ class Committer:
         lanes: dict[str, list[tuple[Candidate, bytes, Plan]]] = {}
         for item in ready:
             state = states[item[0].id]
-            if state in ("done", "outcome in chain"):
+            if state == "done":
                 report.finished.add(item[0].id)
-                if state != "done":  # its commit_record row was deleted: never a second time
-                    report.waiting.append(details.outcome_in_chain(item[0].id))
+            elif state == "outcome in chain":  # its commit_record row was deleted: never a second time
+                self._hold([(item[0], held.in_chain_reason())], report)
             elif state in ("new", "existing"):
                 lanes.setdefault(item[0].path, []).append(item)  # one path: oldest first, one at a time
+        self.gate.intent([c for items in lanes.values() for c, _, _ in items])
+        self.sw.point("after_journal_intent")
         done: dict[str, Result] = {}
         stop = threading.Event()
         dirs = fsops.DirSync()
@@ -247,6 +237,8 @@ class Committer:
                     )
                     report.stopped = r.detail
             self.sw.point("before_outcome")
+            self.gate.done([r.record() for r in results])
+            self.sw.point("after_journal_done")
             self._record(results, report)
             self.sw.point("after_outcome")
             self._clean_up(results, dirs)
@@ -369,6 +361,7 @@ class Committer:
             return
         records = [r.record() for r in results]
         recorded = self.sw.step("record_outcomes", record_outcomes)(self.store, records, self.actor, self.sw)
+        self.gate.recorded([r.proposal_id for r in results])
         for r in results:
             r.recorded = recorded[r.proposal_id]
             report.finished.add(r.proposal_id)

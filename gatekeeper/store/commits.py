@@ -108,6 +108,16 @@ class CommitRecords(Transactions):
         # (that proposal then reads False, as if another committer had been faster).
         return self.retrying(work)
 
+    def record_commit_refusals(self, refusals: list[tuple[str, dict[str, Any]]], actor: str = "committer") -> None:
+        """In one transaction, a ``commit_replay_refused`` event per (proposal id, payload): an
+        approval held back because it was applied already (``commit/held.py``); no row changes."""
+
+        def work(tx: Tx) -> None:
+            for pid, payload in refusals:
+                tx.append_event(ev.COMMIT_REPLAY_REFUSED, actor, payload, pid)
+
+        self.retrying(work)
+
 
 def _intent_state(tx: Tx, ids: list[str]) -> dict[str, tuple[Any, ...]]:
     """id -> (path, sha256, verdict, outcome, has an intent event, has an outcome event)."""

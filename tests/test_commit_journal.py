@@ -1,0 +1,177 @@
+"""Issue 24 item 14: a database writer without keys cannot make an approval apply twice.
+
+The attacker has the database (SQLite: the file, its guard triggers dropped with plain ``sqlite3``;
+PostgreSQL: a superuser session with ``session_replication_role = replica``, which fires no
+trigger) and no key. They delete an applied proposal's ``commit_record`` row and its
+``commit_intent`` / ``commit_outcome`` events, renumber and rehash the chain (it verifies again on
+its own), and wait for the committer. The committer's own journal in its home
+(``commit/journal.py``) refuses: an event, exit status 1, nothing written, every time after.
+Committers are real processes (``run_commit``); the databases are real.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from gatekeeper.cli import cli
+from gatekeeper.store.chain import GENESIS, event_hash
+from gatekeeper.store.target import PostgresUrl
+from tests import pg_support
+from tests.commit_support import World, make_world, run_commit
+from tests.pg_support import BACKENDS
+
+
+@pytest.fixture(params=BACKENDS)
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
+    database = request.getfixturevalue("postgres_database") if request.param == "postgres" else None
+    return make_world(tmp_path / "w", database)
+
+
+@contextmanager
+def unguarded(world: World) -> Iterator[Any]:
+    """A plain connection to the world's database with every guard off, as the attacker has it."""
+    db = world.home.database
+    if isinstance(db, PostgresUrl):
+        conn: Any = pg_support.RawPostgres(db)
+        conn.execute("SET session_replication_role = replica")  # superuser: no trigger fires
+    else:
+        conn = sqlite3.connect(db)
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+            conn.execute(f"DROP TRIGGER {name}")
+    try:
+        yield conn
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def erase_commit(world: World, pid: str, kinds: tuple[str, ...] = ("commit_intent", "commit_outcome")) -> None:
+    """Delete ``pid``'s commit_record row and its commit events; renumber and rehash the chain.
+    With ``kinds``: only those events of ``pid``, and the row stays."""
+    with unguarded(world) as conn:
+        if "commit_outcome" in kinds and "commit_intent" in kinds:
+            conn.execute("DELETE FROM commit_record WHERE proposal_id = ?", (pid,))
+        rows = conn.execute(
+            "SELECT seq, at, kind, actor, proposal_id, payload FROM audit_event ORDER BY seq"
+        ).fetchall()
+        kept = [r for r in rows if not (r[4] == pid and r[2] in kinds)]
+        assert len(kept) == len(rows) - len(kinds)
+        conn.execute("DELETE FROM audit_event")
+        prev = GENESIS
+        for seq, (_, at, kind, actor, proposal_id, payload) in enumerate(kept, start=1):
+            digest = event_hash(prev, seq, at, kind, actor, proposal_id, payload)
+            conn.execute(
+                "INSERT INTO audit_event (seq, at, kind, actor, proposal_id, payload, prev_hash, hash) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (seq, at, kind, actor, proposal_id, payload, prev, digest),
+            )
+            prev = digest
+
+
+def count(world: World, kind: str, pid: str) -> int:
+    ((n,),) = world.db_rows("SELECT count(*) FROM audit_event WHERE kind = ? AND proposal_id = ?", kind, pid)
+    return int(n)
+
+
+def journal(world: World) -> list[dict[str, Any]]:
+    lines = (world.home.path / "commit-journal").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+@pytest.mark.timeout(120)
+def test_an_erased_create_is_not_created_a_second_time(world: World) -> None:
+    pid = world.propose("notes/once.md", b"once\n")
+    assert run_commit(world).code == 0 and world.outcome(pid)[0] == "created"  # type: ignore[index]
+    (world.workspace / "notes" / "once.md").unlink()  # the person filed the note elsewhere since
+    erase_commit(world, pid)
+    for attempt in (1, 2):  # and every time after
+        run = run_commit(world)
+        assert run.code == 1, run.err
+        why = "this committer's journal has it applied" if attempt == 1 else "this committer refused it before"
+        assert f"proposal {pid} was already applied: {why}" in run.err, run.err
+        assert "nothing was written" in run.err and "1 still waiting" in run.out
+        assert not (world.workspace / "notes" / "once.md").exists()
+        assert world.outcome(pid) is None and count(world, "commit_outcome", pid) == 0
+        assert count(world, "commit_replay_refused", pid) == attempt  # the refusal is an event
+    steps = [(e["step"], e["proposal"]) for e in journal(world)]
+    assert steps == [("intent", pid), ("done", pid), ("recorded", pid), ("refused", pid)]
+
+
+@pytest.mark.timeout(120)
+def test_an_erased_append_over_a_restored_base_is_not_applied_twice(world: World) -> None:
+    """The worst case for a change: the file holds its base again, so compare-and-swap alone would apply it."""
+    path = world.workspace / "notes" / "log.md"
+    path.parent.mkdir()
+    path.write_bytes(b"day 1\n")
+    pid = world.propose("notes/log.md", b"day 1\nday 2\n", mode="append", base=b"day 1\n")
+    assert run_commit(world).code == 0 and path.read_bytes() == b"day 1\nday 2\n"
+    path.write_bytes(b"day 1\n")  # the person undid it in their editor
+    erase_commit(world, pid)
+    run = run_commit(world)
+    assert run.code == 1 and "was already applied" in run.err, run.err
+    assert path.read_bytes() == b"day 1\n"
+    assert count(world, "commit_replay_refused", pid) == 1 and count(world, "commit_intent", pid) == 0
+
+
+@pytest.mark.timeout(120)
+def test_a_kill_between_the_journal_and_the_outcome_rows_is_finished_from_the_journal(world: World) -> None:
+    """Not an attack: the journal has the outcome, the database only the intent. The next run records
+    the journaled outcome without touching the disk, and exits 0."""
+    pid = world.propose("notes/k.md", b"k\n")
+    assert run_commit(world, GATEKEEPER_CRASH_AT="after_journal_done:1").killed
+    assert world.outcome(pid) is None and (world.workspace / "notes" / "k.md").read_bytes() == b"k\n"
+    (world.workspace / "notes" / "k.md").unlink()  # had the committer gone to the disk, it would be back
+    run = run_commit(world)
+    assert run.code == 0, run.err
+    assert world.outcome(pid)[0] == "created"  # type: ignore[index]
+    assert not (world.workspace / "notes" / "k.md").exists()
+    assert count(world, "commit_outcome", pid) == 1 and count(world, "commit_replay_refused", pid) == 0
+
+
+@pytest.mark.timeout(120)
+def test_a_deleted_commit_record_alone_is_refused_with_an_event_and_exit_1(world: World) -> None:
+    """A committer whose journal does not know the proposal (a new machine, or a lost home) still
+    refuses, on the chain's outcome event."""
+    pid = world.propose("notes/once.md", b"once\n")
+    assert run_commit(world).code == 0
+    (world.workspace / "notes" / "once.md").unlink()
+    (world.home.path / "commit-journal").unlink()
+    with unguarded(world) as conn:
+        conn.execute("DELETE FROM commit_record WHERE proposal_id = ?", (pid,))
+    run = run_commit(world)
+    assert run.code == 1, run.err
+    assert "the audit chain has its commit_outcome event, but the database has no commit_record row" in run.err
+    assert not (world.workspace / "notes" / "once.md").exists() and world.outcome(pid) is None
+    assert count(world, "commit_replay_refused", pid) == 1 and count(world, "commit_outcome", pid) == 1
+    result = verify(world, "--approvals", "--files")
+    assert result.exit_code == 1, result.output
+    assert f"OUTCOME of proposal {pid}: the commit_outcome event at seq" in result.output
+    assert "(created) has no commit_record row: the row was deleted" in result.output
+
+
+@pytest.mark.timeout(120)
+def test_verify_names_a_commit_record_whose_outcome_event_was_cut(world: World) -> None:
+    pid = world.propose("notes/cut.md", b"cut\n")
+    assert run_commit(world).code == 0
+    assert verify(world, "--approvals", "--files").exit_code == 0
+    erase_commit(world, pid, ("commit_outcome",))
+    result = verify(world, "--approvals", "--files")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("OK: ")  # the rehashed chain verifies on its own ...
+    assert f"OUTCOME of proposal {pid}: the commit_record row (created) has no commit_outcome event" in result.output
+    data = json.loads(verify(world, "--json").output)
+    assert data["ok"] is False and data["outcome_problems"][0]["proposal_id"] == pid
+
+
+def verify(world: World, *args: str) -> Result:
+    return CliRunner().invoke(
+        cli, ["--home", str(world.home.path), "audit", "verify", "--policy", str(world.policy), *args]
+    )
