@@ -12,9 +12,6 @@ Committers are real processes (``run_commit``); the databases are real.
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +19,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gatekeeper.cli import cli
-from gatekeeper.store.chain import GENESIS, event_hash
-from gatekeeper.store.target import PostgresUrl
-from tests import pg_support
 from tests.commit_support import World, make_world, run_commit
 from tests.pg_support import BACKENDS
+from tests.tamper_support import cut_events, unguarded
 
 
 @pytest.fixture(params=BACKENDS)
@@ -35,45 +30,13 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
     return make_world(tmp_path / "w", database)
 
 
-@contextmanager
-def unguarded(world: World) -> Iterator[Any]:
-    """A plain connection to the world's database with every guard off, as the attacker has it."""
-    db = world.home.database
-    if isinstance(db, PostgresUrl):
-        conn: Any = pg_support.RawPostgres(db)
-        conn.execute("SET session_replication_role = replica")  # superuser: no trigger fires
-    else:
-        conn = sqlite3.connect(db)
-        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
-            conn.execute(f"DROP TRIGGER {name}")
-    try:
-        yield conn
-        conn.commit()
-    finally:
-        conn.close()
-
-
 def erase_commit(world: World, pid: str, kinds: tuple[str, ...] = ("commit_intent", "commit_outcome")) -> None:
     """Delete ``pid``'s commit_record row and its commit events; renumber and rehash the chain.
     With ``kinds``: only those events of ``pid``, and the row stays."""
-    with unguarded(world) as conn:
+    with unguarded(world.home.database) as conn:
         if "commit_outcome" in kinds and "commit_intent" in kinds:
             conn.execute("DELETE FROM commit_record WHERE proposal_id = ?", (pid,))
-        rows = conn.execute(
-            "SELECT seq, at, kind, actor, proposal_id, payload FROM audit_event ORDER BY seq"
-        ).fetchall()
-        kept = [r for r in rows if not (r[4] == pid and r[2] in kinds)]
-        assert len(kept) == len(rows) - len(kinds)
-        conn.execute("DELETE FROM audit_event")
-        prev = GENESIS
-        for seq, (_, at, kind, actor, proposal_id, payload) in enumerate(kept, start=1):
-            digest = event_hash(prev, seq, at, kind, actor, proposal_id, payload)
-            conn.execute(
-                "INSERT INTO audit_event (seq, at, kind, actor, proposal_id, payload, prev_hash, hash) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (seq, at, kind, actor, proposal_id, payload, prev, digest),
-            )
-            prev = digest
+        assert cut_events(conn, lambda r: r[4] == pid and r[2] in kinds) == len(kinds)
 
 
 def count(world: World, kind: str, pid: str) -> int:
@@ -144,7 +107,7 @@ def test_a_deleted_commit_record_alone_is_refused_with_an_event_and_exit_1(world
     assert run_commit(world).code == 0
     (world.workspace / "notes" / "once.md").unlink()
     (world.home.path / "commit-journal").unlink()
-    with unguarded(world) as conn:
+    with unguarded(world.home.database) as conn:
         conn.execute("DELETE FROM commit_record WHERE proposal_id = ?", (pid,))
     run = run_commit(world)
     assert run.code == 1, run.err

@@ -188,15 +188,7 @@ class Committer:
             [c.id for c, _, _ in ready], self.actor, before_commit=lambda: self.sw.point("intent_tx_open")
         )
         self.sw.point("after_intent")
-        lanes: dict[str, list[tuple[Candidate, bytes, Plan]]] = {}
-        for item in ready:
-            state = states[item[0].id]
-            if state == "done":
-                report.finished.add(item[0].id)
-            elif state == "outcome in chain":  # its commit_record row was deleted: never a second time
-                self._hold([(item[0], held.in_chain_reason())], report)
-            elif state in ("new", "existing"):
-                lanes.setdefault(item[0].path, []).append(item)  # one path: oldest first, one at a time
+        lanes = self._lanes(ready, states, report)
         self.gate.intent([c for items in lanes.values() for c, _, _ in items])
         self.sw.point("after_journal_intent")
         done: dict[str, Result] = {}
@@ -244,6 +236,21 @@ class Committer:
             self._clean_up(results, dirs)
         finally:
             dirs.close()
+
+    def _lanes(
+        self, ready: list[tuple[Candidate, bytes, Plan]], states: dict[str, str], report: PassReport
+    ) -> dict[str, list[tuple[Candidate, bytes, Plan]]]:
+        """The file steps to take, by path (one path: oldest first, one at a time), as the intents left them."""
+        lanes: dict[str, list[tuple[Candidate, bytes, Plan]]] = {}
+        for item in ready:
+            state = states[item[0].id]
+            if state == "done":
+                report.finished.add(item[0].id)
+            elif state == "outcome in chain":  # its commit_record row was deleted: never a second time
+                self._hold([(item[0], held.in_chain_reason())], report)
+            elif state in ("new", "existing"):
+                lanes.setdefault(item[0].path, []).append(item)
+        return lanes
 
     def _clean_up(self, results: list[Result], dirs: fsops.DirSync) -> None:
         """Once outcomes are recorded: remove each applied change's temporary name (its bytes, the
