@@ -85,6 +85,22 @@ def test_an_erased_append_over_a_restored_base_is_not_applied_twice(world: World
 
 
 @pytest.mark.timeout(120)
+def test_a_home_without_a_journal_starts_one_with_every_outcome_already_recorded(world: World) -> None:
+    """A committer from before the journal (or a new machine): what the database says was done then is
+    trusted as it is, and refused ever after."""
+    pid = world.propose("notes/old.md", b"old\n")
+    assert run_commit(world).code == 0
+    (world.home.path / "commit-journal").unlink()
+    assert run_commit(world).code == 0
+    assert [(e["step"], e["proposal"], e.get("seeded")) for e in journal(world)] == [("recorded", pid, True)]
+    (world.workspace / "notes" / "old.md").unlink()
+    erase_commit(world, pid)
+    run = run_commit(world)
+    assert run.code == 1 and "this committer's journal has it applied" in run.err, run.err
+    assert not (world.workspace / "notes" / "old.md").exists()
+
+
+@pytest.mark.timeout(120)
 def test_a_kill_between_the_journal_and_the_outcome_rows_is_finished_from_the_journal(world: World) -> None:
     """Not an attack: the journal has the outcome, the database only the intent. The next run records
     the journaled outcome without touching the disk, and exits 0."""

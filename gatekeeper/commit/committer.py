@@ -69,6 +69,7 @@ class Committer:
         policy = self.policy.current()
         trust = Trust.of(self.home)
         self._swept.clear()
+        self.gate.seed(self.reader)
         self.gate.journal.refresh()  # before the queue: a line read here had its intent committed before
         high, rows = self.reader.commit_queue(self.floor)
         self.sw.point("after_select")

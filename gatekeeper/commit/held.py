@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gatekeeper.commit.checks import Candidate
     from gatekeeper.home import Home
     from gatekeeper.policy import Policy
+    from gatekeeper.store.queries import Reader
     from gatekeeper.store.store import Store
 
 ACT, RECORD = "act", "record"
@@ -84,6 +85,14 @@ class Gate:
             )  # fmt: skip
             self.said.update(c.id for c, _ in fresh)
         return [held_message(c.id, why) for c, why in held]
+
+    def seed(self, reader: Reader) -> None:
+        """A home without a journal yet (a committer from before it, or a new machine): every outcome
+        the database has now counts as recorded, trusted as it is on first use."""
+        if self.journal.path.exists():
+            return
+        rows = reader.dicts("SELECT proposal_id FROM commit_record ORDER BY id")
+        self.journal.append("recorded", [{"proposal": r["proposal_id"], "seeded": True} for r in rows])
 
     def intent(self, items: list[Candidate]) -> None:
         """Before any file step: the batch's intents, durable in the home."""
