@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gatekeeper.cli import cli
+from gatekeeper.commit.journal import COMPACT_AFTER, Entry, Journal
 from tests.commit_support import World, make_world, run_commit
 from tests.pg_support import BACKENDS
 from tests.tamper_support import cut_events, unguarded
@@ -154,3 +155,26 @@ def verify(world: World, *args: str) -> Result:
     return CliRunner().invoke(
         cli, ["--home", str(world.home.path), "audit", "verify", "--policy", str(world.policy), *args]
     )
+
+
+def test_a_journal_of_mostly_history_is_compacted_to_one_line_per_proposal(tmp_path: Path) -> None:
+    """Three lines per applied proposal pile up; the committer holding the exclusive lock rewrites
+    them as one, atomically, and what the journal says of each proposal stays the same."""
+    path = tmp_path / "commit-journal"
+    j = Journal(path)
+    ids = [f"p{i}" for i in range(2 * COMPACT_AFTER)]
+    j.append("intent", [{"proposal": p} for p in ids])
+    j.append("done", [{"proposal": p, "outcome": {"proposal_id": p, "outcome": "created"}} for p in ids])
+    j.append("recorded", [{"proposal": p} for p in ids[1:]])
+    j.append("refused", [{"proposal": "p9", "why": "gone from the database"}])
+    with path.open("ab") as f:
+        f.write(b'{"step": "done", "proposal": "torn')  # a kill during a write
+    j.refresh()
+    before, size = dict(j.entries), path.stat().st_size
+    assert j.wasteful() and before["p0"].step == "done" and before["p9"].step == "refused"
+    j.compact()
+    assert path.stat().st_size < size / 2 and not j.wasteful()
+    fresh = Journal(path)
+    fresh.refresh()
+    assert fresh.entries == before and fresh.lines == len(ids)
+    assert fresh.get("p0") == Entry("done", before["p0"].at, {"proposal_id": "p0", "outcome": "created"})

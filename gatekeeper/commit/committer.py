@@ -55,6 +55,7 @@ class Committer:
         on_result: Callable[[Result], None] | None = None,
         servers: frozenset[str] | None = None,
         claims: Claims | None = None,
+        compact: bool = False,
     ) -> None:
         self.home, self.store, self.reader, self.policy = home, store, reader, policy
         self.servers = servers  # None: every server's approvals; else only these (``commit --server``)
@@ -63,6 +64,7 @@ class Committer:
         self.should_stop, self.on_result = should_stop, on_result
         self.floor = 0  # every decision at or below this id has an outcome
         self.gate = held.Gate.of(home, store, actor)  # the committer's own journal, outside the database
+        self.compact = compact  # it holds the exclusive commit.lock: it may rewrite the journal
         self._swept: set[tuple[int, int]] = set()  # folders swept of stale temporary names this pass
 
     def run_pass(self) -> PassReport:
@@ -71,6 +73,8 @@ class Committer:
         self._swept.clear()
         self.gate.seed(self.reader)
         self.gate.journal.refresh()  # before the queue: a line read here had its intent committed before
+        if self.compact and self.gate.journal.wasteful():
+            self.gate.journal.compact()
         high, rows = self.reader.commit_queue(self.floor)
         self.sw.point("after_select")
         mine = (Candidate.from_row(r) for r in rows if self.servers is None or r["server"] in self.servers)

@@ -29,9 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from gatekeeper.canonical import now_ts
 
 JOURNAL_NAME = "commit-journal"
+COMPACT_AFTER = 10_000  # lines of history beyond the entries before a committer rewrites the journal
 STEPS = ("intent", "done", "recorded", "refused")
 
 
@@ -56,6 +59,7 @@ class Journal:
         self.entries: dict[str, Entry] = {}
         self._offset = 0
         self._partial = b""
+        self.lines = 0  # lines read: many more than entries, and ``compact`` is worth it
 
     def refresh(self) -> None:
         """Read what was appended since the last call (by this or another committer of this home)."""
@@ -70,13 +74,14 @@ class Journal:
             data = self._partial + f.read()
         self._offset += len(data) - len(self._partial)
         *lines, self._partial = data.split(b"\n")
+        self.lines += len(lines)
         for line in lines:
             self._take(line)
 
     def _take(self, line: bytes) -> None:
         """One line; a torn one (a kill during a write, never acted upon) is skipped."""
         try:
-            item = json.loads(line)
+            item = orjson.loads(line)
             pid, step = str(item["proposal"]), str(item["step"])
         except (ValueError, KeyError, TypeError):
             return
@@ -85,13 +90,42 @@ class Journal:
         known = self.entries.get(pid)
         if known is not None and known.step in ("recorded", "refused") and step != "refused":
             return  # final: nothing undoes them
-        outcome = item.get("outcome") if step == "done" else None
-        if step == "recorded" and known is not None:
-            outcome = known.outcome
+        outcome = item.get("outcome") if step == "done" else None  # needed until it is recorded
         self.entries[pid] = Entry(step, str(item.get("at", "")), outcome if isinstance(outcome, dict) else None)
 
     def get(self, proposal_id: str) -> Entry | None:
         return self.entries.get(proposal_id)
+
+    def wasteful(self) -> bool:
+        """Three lines per applied proposal pile up: worth rewriting once they are mostly history."""
+        return self.lines > 2 * len(self.entries) + COMPACT_AFTER
+
+    def compact(self) -> None:
+        """Rewrite the journal as one line per proposal, its latest step, replacing it atomically.
+
+        Only while no other committer of this home can append (the exclusive ``commit.lock``):
+        a line appended between the read and the rename would be lost. A kill before the rename
+        leaves the old journal whole."""
+        self.refresh()
+        lines = [
+            json.dumps({"step": e.step, "at": e.at, "proposal": pid, **({"outcome": e.outcome} if e.outcome else {})})
+            for pid, e in self.entries.items()
+        ]
+        data = "".join(line + "\n" for line in lines).encode()
+        tmp = self.path.with_name(f".{JOURNAL_NAME}.compact")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+            _sync_dir(self.path.parent)
+        except OSError as exc:
+            why = f"cannot compact the committer's journal {self.path}: {exc.strerror}"
+            raise JournalError(exc.errno, why) from None
+        self._offset, self._partial, self.lines = len(data), b"", len(lines)
 
     def append(self, step: str, items: Iterable[dict[str, Any]], *, sync: bool = True) -> None:
         """One line per item (``proposal`` and whatever else it names), in one write, fsynced."""
@@ -107,7 +141,7 @@ class Journal:
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
                     data = b"\n" + data  # a torn last line stays alone, and is skipped
-                os.write(fd, data)
+                _write_all(fd, data)
                 if sync:
                     os.fsync(fd)
             finally:
@@ -118,6 +152,12 @@ class Journal:
             raise JournalError(
                 exc.errno, f"cannot write the committer's journal {self.path}: {exc.strerror}; nothing was written"
             ) from None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _sync_dir(folder: Path) -> None:
