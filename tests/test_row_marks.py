@@ -5,8 +5,9 @@ new one, they put the old row back and cut the ``reviewer_password_changed`` eve
 renumbering and rehashing what follows: the old row is the one signed for her latest change again,
 and no checkpoint covers the cut yet. The home that signed the change remembers its seq
 (``store/row_marks.py``): log-in and approval with the old password are refused at once, each
-refusal an event, and ``audit verify`` names the row. On SQLite (triggers dropped) and PostgreSQL
-(superuser, ``session_replication_role = replica``); the review app over HTTP.
+refusal an event, and ``audit verify`` names the row. The same for a removed passkey put back.
+On SQLite (triggers dropped) and PostgreSQL (superuser, ``session_replication_role = replica``);
+the review app over HTTP.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
+from gatekeeper.approval import ApprovalRefused
 from gatekeeper.cli import cli
 from gatekeeper.errors import Conflict
 from gatekeeper.home import Home
@@ -21,6 +23,7 @@ from gatekeeper.passwords import hash_password
 from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import Store
 from tests.helpers import draft
+from tests.passkey_support import approve, enrol, sign
 from tests.pg_support import BACKENDS, connect_now
 from tests.review_support import PASSWORD, Page, hashed, review_app
 from tests.tamper_support import cut_events, unguarded
@@ -71,3 +74,33 @@ def test_an_old_row_put_back_with_its_change_cut_from_the_chain_neither_logs_in_
     assert len(refusals(home)) == 2
     result = CliRunner().invoke(cli, ["--home", str(home.path), "audit", "verify"])
     assert result.exit_code == 1 and "REVIEWER alice: " in result.output and LATER in result.output, result.output
+
+
+@pytest.mark.timeout(120)
+def test_a_removed_passkey_put_back_with_its_removal_cut_from_the_chain_does_not_approve(home: Home) -> None:
+    with Store(home.database, keys_dir=home.keys.folder) as store:
+        store.add_reviewer("alice", hashed())
+        auth = enrol(store)
+        (credential_id,) = [k.credential_id for k in store.passkeys("alice")]
+        p = store.propose(draft())
+    conn = connect_now(home.database)
+    try:
+        live = conn.execute(
+            "SELECT removed_at, key_id, signature FROM passkey WHERE credential_id = ?", (credential_id,)
+        ).fetchone()
+    finally:
+        conn.close()
+    with Store(home.database, keys_dir=home.keys.folder) as store:
+        store.remove_passkey("alice", credential_id)  # the authenticator was lost
+    with unguarded(home.database) as conn:
+        conn.execute(
+            "UPDATE passkey SET removed_at = ?, key_id = ?, signature = ? WHERE credential_id = ?",
+            (*live, credential_id),
+        )
+        assert cut_events(conn, lambda r: r[2] == "passkey_removed") == 1
+    with Store(home.database, keys_dir=home.keys.folder) as store:
+        assert store.passkey(credential_id) is None  # what passkey log-in looks up: as if unknown
+        challenge = store.issue_challenge("alice", [p.id])
+        with pytest.raises(ApprovalRefused, match=LATER):
+            approve(store, home, p, str(draft().path), sign(auth, challenge))
+    assert len(refusals(home)) == 2 and all(LATER in r for r in refusals(home))
