@@ -12,6 +12,7 @@ Committers are real processes (``run_commit``); the databases are real.
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from click.testing import CliRunner, Result
 
 from gatekeeper.cli import cli
 from gatekeeper.commit.journal import COMPACT_AFTER, Entry, Journal
-from tests.commit_support import World, make_world, run_commit
+from tests.commit_support import Committer, World, commit_env, make_world, run_commit, wait_for
 from tests.pg_support import BACKENDS
 from tests.tamper_support import cut_events, unguarded
 
@@ -178,3 +179,28 @@ def test_a_journal_of_mostly_history_is_compacted_to_one_line_per_proposal(tmp_p
     fresh.refresh()
     assert fresh.entries == before and fresh.lines == len(ids)
     assert fresh.get("p0") == Entry("done", before["p0"].at, {"proposal_id": "p0", "outcome": "created"})
+
+
+@pytest.mark.timeout(120)
+def test_commit_watch_says_it_once_and_goes_on_with_the_others(tmp_path: Path) -> None:
+    """``commit --watch`` (what ``gatekeeper up`` runs): the held approval is one event and one log line
+    however many passes see it, and later approvals are committed as usual."""
+    world = make_world(tmp_path / "w")
+    pid = world.propose("notes/once.md", b"once\n")
+    assert run_commit(world).code == 0
+    (world.workspace / "notes" / "once.md").unlink()
+    erase_commit(world, pid)
+    watcher = Committer(world, ["--watch"], commit_env(world), real=True)
+    try:
+        assert wait_for(lambda: "was already applied" in watcher.err_path.read_text(), timeout=30)
+        later = world.propose("notes/later.md", b"later\n")
+        assert wait_for(lambda: world.outcome(later) is not None, timeout=30)
+        last = world.propose("notes/last.md", b"last\n")  # a pass after a retry of the held one
+        assert wait_for(lambda: world.outcome(last) is not None, timeout=30)
+    finally:
+        watcher.proc.send_signal(signal.SIGINT)
+        run = watcher.wait(timeout=15)
+    assert run.code == 0 and run.err.count(f"proposal {pid} was already applied") == 1, run.err
+    assert count(world, "commit_replay_refused", pid) == 1
+    assert not (world.workspace / "notes" / "once.md").exists()
+    assert (world.workspace / "notes" / "later.md").read_bytes() == b"later\n"

@@ -65,7 +65,7 @@ class Gate:
     journal: Journal
     store: Store
     actor: str
-    said: set[str] = field(default_factory=set)
+    said: dict[str, str] = field(default_factory=dict)  # proposal id -> what this process said of it
 
     @classmethod
     def of(cls, home: Home, store: Store, actor: str) -> Gate:
@@ -83,8 +83,8 @@ class Gate:
                 [{"proposal": c.id, "why": why} for c, why in fresh if (e := self.journal.get(c.id)) is None
                  or e.step != "refused"],
             )  # fmt: skip
-            self.said.update(c.id for c, _ in fresh)
-        return [held_message(c.id, why) for c, why in held]
+            self.said.update((c.id, held_message(c.id, why)) for c, why in fresh)
+        return [self.said[c.id] for c, _ in held]  # the same words every pass: ``--watch`` says it once
 
     def seed(self, reader: Reader) -> None:
         """A home without a journal yet (a committer from before it, or a new machine): every outcome
