@@ -204,3 +204,13 @@ def test_commit_watch_says_it_once_and_goes_on_with_the_others(tmp_path: Path) -
     assert count(world, "commit_replay_refused", pid) == 1
     assert not (world.workspace / "notes" / "once.md").exists()
     assert (world.workspace / "notes" / "later.md").read_bytes() == b"later\n"
+
+
+def test_a_journal_that_cannot_be_read_stops_the_committer_before_it_writes(tmp_path: Path) -> None:
+    world = make_world(tmp_path / "w")
+    pid = world.propose("notes/x.md", b"x\n")
+    (world.home.path / "commit-journal").mkdir()  # not a file: reading it fails
+    run = run_commit(world)
+    assert run.code == 1 and "Traceback" not in run.err, run.err
+    assert "cannot read the committer's journal" in run.err and "Is a directory" in run.err, run.err
+    assert not (world.workspace / "notes" / "x.md").exists() and world.outcome(pid) is None

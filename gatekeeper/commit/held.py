@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gatekeeper.commit import fsops, swap
-from gatekeeper.commit.journal import JOURNAL_NAME, Entry, Journal
+from gatekeeper.commit.journal import JOURNAL_NAME, Entry, Journal, JournalError
 from gatekeeper.commit.testing import OFF
 
 if TYPE_CHECKING:
@@ -103,8 +103,9 @@ class Gate:
         self.journal.append("done", [{"proposal": r["proposal_id"], "outcome": r} for r in records])
 
     def recorded(self, proposal_ids: list[str]) -> None:
-        """After the outcome rows (not fsynced: if lost, the ``done`` line stands in for it)."""
-        self.journal.append("recorded", [{"proposal": pid} for pid in proposal_ids], sync=False)
+        """After the outcome rows (not fsynced, and not needed: if lost, the ``done`` line stands in for it)."""
+        with contextlib.suppress(JournalError):
+            self.journal.append("recorded", [{"proposal": pid} for pid in proposal_ids], sync=False)
 
 
 def _intent(c: Candidate) -> dict[str, Any]:

@@ -64,14 +64,17 @@ class Journal:
     def refresh(self) -> None:
         """Read what was appended since the last call (by this or another committer of this home)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with open(self.path, "rb", opener=_nofollow) as f:
+                f.seek(self._offset)
+                data = self._partial + f.read()
         except FileNotFoundError:
             return
         except OSError as exc:
-            raise JournalError(exc.errno, f"cannot read the committer's journal {self.path}: {exc.strerror}") from None
-        with os.fdopen(fd, "rb") as f:
-            f.seek(self._offset)
-            data = self._partial + f.read()
+            raise JournalError(
+                exc.errno,
+                f"cannot read the committer's journal {self.path}: {exc.strerror}; nothing was written "
+                "(the committer does not act without it: make it a readable file again)",
+            ) from None
         self._offset += len(data) - len(self._partial)
         *lines, self._partial = data.split(b"\n")
         self.lines += len(lines)
@@ -152,6 +155,10 @@ class Journal:
             raise JournalError(
                 exc.errno, f"cannot write the committer's journal {self.path}: {exc.strerror}; nothing was written"
             ) from None
+
+
+def _nofollow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
 
 
 def _write_all(fd: int, data: bytes) -> None:
