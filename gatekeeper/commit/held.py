@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from gatekeeper.commit import fsops, swap
 from gatekeeper.commit.journal import JOURNAL_NAME, Entry, Journal, JournalError
 from gatekeeper.commit.testing import OFF
+from gatekeeper.store.commits import outcome_ids
 
 if TYPE_CHECKING:
     from gatekeeper.commit.checks import Candidate
@@ -91,8 +92,7 @@ class Gate:
         the database has now counts as recorded, trusted as it is on first use."""
         if self.journal.path.exists():
             return
-        rows = reader.dicts("SELECT proposal_id FROM commit_record ORDER BY id")
-        self.journal.append("recorded", [{"proposal": r["proposal_id"], "seeded": True} for r in rows])
+        self.journal.append("recorded", [{"proposal": pid, "seeded": True} for pid in outcome_ids(reader)])
 
     def intent(self, items: list[Candidate]) -> None:
         """Before any file step: the batch's intents, durable in the home."""
