@@ -2,11 +2,13 @@
 with an interrupted attempt (an intent and no outcome) before all others.
 
 Per batch, in the order that survived 533 kill -9s (shared notes, "Exactly once"):
-checks (else ``refused``, nothing written) → intent events (one transaction) → file steps
-(a create: exclusive create beneath the root; an existing identical file is ``created``,
-reconciled; anything else at the name is a ``conflict``. A change or delete: compare-and-swap
-against the approved base, ``swap.py``, ``applied``/``deleted`` or ``conflict``. An OS error is
-``failed``) → one fsync per folder → outcome rows with their events (one transaction) → the
+the journal's word first (``held.py``: an approval it has applied is never applied again) →
+checks (else ``refused``, nothing written) → intent events (one transaction) → the intents in the
+committer's own journal, fsynced (``journal.py``) → file steps (a create: exclusive create beneath
+the root; an existing identical file is ``created``, reconciled; anything else at the name is a
+``conflict``. A change or delete: compare-and-swap against the approved base, ``swap.py``,
+``applied``/``deleted`` or ``conflict``. An OS error is ``failed``) → one fsync per folder → the
+outcomes in the journal, fsynced → outcome rows with their events (one transaction) → the
 changes' temporary names removed. Every step is repeatable and each file step is exclusive or
 decided from the disk, so a crash anywhere can only ever finish the work.
 """
