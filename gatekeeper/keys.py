@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
 from gatekeeper.errors import GatekeeperError
+from gatekeeper.store.row_marks import MARKS_NAME
 
 KEYS_DIR = "keys"
 PRIVATE_NAME = "decision-ed25519"
@@ -59,6 +60,14 @@ class KeyRing:
     """Every public key this machine trusts, by id: enough to verify, never to sign."""
 
     public: dict[str, Ed25519PublicKey]
+    # Where the home keeps the newest reviewer and passkey changes it signed (``store/row_marks.py``).
+    marks: Path | None = None
+
+    def mark(self, what: str, name: str) -> int:
+        """The seq of the newest change of that row signed in this home (0: none known)."""
+        from gatekeeper.store.row_marks import read_marks
+
+        return 0 if self.marks is None else read_marks(self.marks).get(f"{what}:{name}", 0)
 
     def verify(self, kid: str | None, message: bytes, signature: str | None) -> bool:
         """True only for a signature by a known key over exactly ``message``."""
@@ -151,7 +160,7 @@ class Keys:
             if key_id(raw) != kid:
                 raise GatekeeperError(f"the public key file {kid}{PUBLIC_SUFFIX} holds another key (id {key_id(raw)})")
             public[kid] = Ed25519PublicKey.from_public_bytes(raw)
-        return KeyRing(public)
+        return KeyRing(public, self.folder.parent / MARKS_NAME)
 
     def legacy_hmac_until(self) -> int:
         """Decisions with ids up to this were HMAC-signed before Ed25519 keys existed here (0: none)."""

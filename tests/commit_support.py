@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import io
 import itertools
+import json
 import multiprocessing as mp
 import os
 import signal
@@ -638,7 +639,18 @@ def check(sc: Scenario, *, final: bool) -> list[str]:
         chain = verify_chain(reader)
     if not chain.ok:
         problems.append(f"audit chain broken: {chain.problem}")
+    problems += [f"{sc.approved[p].path if p in sc.approved else p}: held back ({why})" for p, why in held_back(w)]
     return problems
+
+
+def held_back(w: World) -> list[tuple[str, str]]:
+    """Proposals the committer's journal refused (``commit/held.py``): never right without tampering."""
+    try:
+        lines = (w.home.path / "commit-journal").read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    items = [json.loads(line) for line in lines if line.startswith("{") and line.endswith("}")]
+    return [(i["proposal"], i.get("why", "")) for i in items if i.get("step") == "refused"]
 
 
 def _bytes_at(path: Path) -> bytes | None:

@@ -25,6 +25,7 @@ POINTS = [
     ("after_exchange", "intent_tx_open"),
     ("before_outcome", "after_intent"),
     ("outcome_row_written", "before_outcome"),
+    ("after_journal_done", "after_journal_intent"),  # the committer's own journal (commit/journal.py)
 ]
 
 

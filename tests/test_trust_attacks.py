@@ -95,13 +95,17 @@ def test_a_decision_copied_to_another_proposal_is_refused(world: World) -> None:
 
 
 def test_a_deleted_commit_record_does_not_create_the_file_again(world: World) -> None:
+    """Seen by a committer whose journal does not have it (a new machine): the chain's outcome event holds."""
     pid = world.propose("notes/once.md", b"once\n")
     assert run_commit(world).code == 0 and world.outcome(pid)[0] == "created"  # type: ignore[index]
     (world.workspace / "notes" / "once.md").unlink()  # the person removed the file since
+    (world.home.path / "commit-journal").unlink()
     with unguarded(world.home.db_path, "commit_record_no_delete") as conn:
         conn.execute("DELETE FROM commit_record WHERE proposal_id = ?", (pid,))
     run = run_commit(world)
-    assert "already has a commit_outcome event" in run.err, run.err
+    assert run.code == 1, run.err  # it had to wait: `commit --help` says 1
+    assert "the audit chain has its commit_outcome event" in run.err, run.err
+    assert event_count(world.home, "commit_replay_refused") == 1
     assert not (world.workspace / "notes" / "once.md").exists()
     assert world.outcome(pid) is None  # nothing written: no second outcome row ...
     outcomes = world.db_rows("SELECT count(*) FROM audit_event WHERE kind = 'commit_outcome' AND proposal_id = ?", pid)

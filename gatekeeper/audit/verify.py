@@ -18,6 +18,7 @@ from pathlib import Path
 
 from gatekeeper.store.chain import GENESIS, ChainProblem, ChainReport, EventRow, batched, verify_rows
 from gatekeeper.store.queries import Reader
+from gatekeeper.store.verifying import outcomes_without_rows, rows_without_outcomes
 
 _HASH = re.compile(r"[0-9a-f]{64}")
 
@@ -27,6 +28,12 @@ class FileProblem:
     proposal_id: str
     path: str
     problem: str  # "missing", "changed", "present after its deletion", "unreadable: ..."
+
+
+@dataclass(frozen=True)
+class OutcomeProblem:
+    proposal_id: str
+    problem: str  # an outcome event without its commit_record row, or a row without its event
 
 
 @dataclass(frozen=True)
@@ -160,4 +167,30 @@ def verify_files(reader: Reader) -> tuple[int, list[FileProblem]]:
             continue
         if actual != sha256:
             problems.append(FileProblem(proposal_id, str(path), "changed"))
+    return checked, problems
+
+
+def verify_outcomes(reader: Reader) -> tuple[int, list[OutcomeProblem]]:
+    """Every ``commit_record`` row has its ``commit_outcome`` event, and every such event its row.
+
+    They are written in one transaction, so one without the other means the database was written
+    outside Gatekeeper: a row deleted (the committer holds that approval back, never applying it
+    twice), or an event cut from the chain and the later hashes recomputed."""
+    checked, lonely_rows = rows_without_outcomes(reader)
+    problems = [
+        OutcomeProblem(
+            pid,
+            f"the commit_outcome event at seq {seq} ({outcome}) has no commit_record row: the row was deleted "
+            "from the database; the committer will not apply it again (it says so, with an event)",
+        )
+        for seq, pid, outcome in outcomes_without_rows(reader)
+    ]
+    problems += [
+        OutcomeProblem(
+            pid,
+            f"the commit_record row ({outcome}) has no commit_outcome event: the event was cut from the chain "
+            "(and the later hashes recomputed), or the row was written outside Gatekeeper",
+        )
+        for pid, outcome in lonely_rows
+    ]
     return checked, problems

@@ -243,12 +243,13 @@ def verify(
     the first bad seq.
 
     Every reviewer and passkey row is checked against its signature too (a password hash or a
-    passkey's public key changed in the database), each bad row named with what to do.
+    passkey's public key changed in the database), each bad row named with what to do. So is every
+    commit outcome: a commit_record row without its commit_outcome event, or the reverse, is named.
 
     The newest checkpoint verified here is remembered (`checkpoint-seen` in the home): if it is gone
     from the log next time, that fails too."""
     from gatekeeper.audit.rows import verify_rows
-    from gatekeeper.audit.verify import verify_chain, verify_files
+    from gatekeeper.audit.verify import verify_chain, verify_files, verify_outcomes
 
     seen = ctx.home.path / marked.SEEN_NAME
     keyring = ctx.home.keys.keyring()
@@ -265,6 +266,7 @@ def verify(
             Checked(*verify_files(reader)) if files else None,
             Checked(*_verify_approvals(ctx, reader, policy_file)) if approvals else None,
             Checked(*verify_rows(reader, keyring)),
+            Checked(*verify_outcomes(reader)),
         )
         kept = marked.remember(reader, marks, seen) if result.ok else None
     if kept is not None:

@@ -63,6 +63,8 @@ def commit(
     approved base bytes (else: conflict, nothing written). Never through a symbolic link, never a
     partly written file. Every outcome (created, applied, deleted, conflict, refused, failed) is
     recorded with an audit event; the agent sees it through gatekeeper_proposal_status.
+    Each approval applied is kept in the committer's own journal (commit-journal in the home):
+    one the database has lost is refused and waits, never applied twice.
 
     One committer per server runs at a time (locks in the home); with a PostgreSQL store,
     committers on several machines each claim an approval before acting on it, so none is done

@@ -31,10 +31,11 @@ class VerifyResult:
     files: Checked | None = None  # None: not asked for
     approvals: Checked | None = None
     rows: Checked | None = None  # reviewer and passkey rows (always checked by the command)
+    outcomes: Checked | None = None  # commit_record rows and commit_outcome events, each with the other
 
     @property
     def ok(self) -> bool:
-        extra = [c for c in (self.files, self.approvals, self.rows) if c is not None]
+        extra = [c for c in (self.files, self.approvals, self.rows, self.outcomes) if c is not None]
         return self.chain.ok and self.marks.ok and not any(c.problems for c in extra)
 
 
@@ -48,6 +49,10 @@ def emit(result: VerifyResult, as_json: bool) -> None:
         for r in result.rows.problems:
             click.echo(r.line())
         echo_total(result.rows, "reviewer and passkey row(s) (their signatures)")
+    if result.outcomes is not None and (result.outcomes.count or result.outcomes.problems):
+        for o in result.outcomes.problems:
+            click.echo(f"OUTCOME of proposal {o.proposal_id}: {o.problem}")
+        echo_total(result.outcomes, "commit outcome(s) (each row with its event)")
     if result.files is not None:
         for p in result.files.problems:
             click.echo(f"FILE {p.problem}: {p.path} (proposal {p.proposal_id})")
@@ -72,6 +77,9 @@ def as_dict(result: VerifyResult) -> dict[str, Any]:
     if result.rows is not None:
         out["rows_checked"] = result.rows.count
         out["row_problems"] = [p.__dict__ for p in result.rows.problems]
+    if result.outcomes is not None:
+        out["outcomes_checked"] = result.outcomes.count
+        out["outcome_problems"] = [p.__dict__ for p in result.outcomes.problems]
     if result.files is not None:
         out["files_checked"] = result.files.count
         out["file_problems"] = [p.__dict__ for p in result.files.problems]

@@ -2,11 +2,13 @@
 with an interrupted attempt (an intent and no outcome) before all others.
 
 Per batch, in the order that survived 533 kill -9s (shared notes, "Exactly once"):
-checks (else ``refused``, nothing written) → intent events (one transaction) → file steps
-(a create: exclusive create beneath the root; an existing identical file is ``created``,
-reconciled; anything else at the name is a ``conflict``. A change or delete: compare-and-swap
-against the approved base, ``swap.py``, ``applied``/``deleted`` or ``conflict``. An OS error is
-``failed``) → one fsync per folder → outcome rows with their events (one transaction) → the
+the journal's word first (``held.py``: an approval it has applied is never applied again) →
+checks (else ``refused``, nothing written) → intent events (one transaction) → the intents in the
+committer's own journal, fsynced (``journal.py``) → file steps (a create: exclusive create beneath
+the root; an existing identical file is ``created``, reconciled; anything else at the name is a
+``conflict``. A change or delete: compare-and-swap against the approved base, ``swap.py``,
+``applied``/``deleted`` or ``conflict``. An OS error is ``failed``) → one fsync per folder → the
+outcomes in the journal, fsynced → outcome rows with their events (one transaction) → the
 changes' temporary names removed. Every step is repeatable and each file step is exclusive or
 decided from the disk, so a crash anywhere can only ever finish the work.
 """
@@ -18,15 +20,16 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.commit import details, fsops, swap
+from gatekeeper.commit import details, fsops, held, swap
 from gatekeeper.commit.checks import Candidate, Plan, Refusal, check_root
 from gatekeeper.commit.leftovers import Leftovers
 from gatekeeper.commit.policy_source import PolicySource as PolicySource  # where callers import it
 from gatekeeper.commit.quorum import check_all
+from gatekeeper.commit.report import PassReport as PassReport  # where callers import them
+from gatekeeper.commit.report import Result as Result
 from gatekeeper.commit.testing import OFF, Switches
 from gatekeeper.commit.trust import Trust
 from gatekeeper.home import Home
@@ -37,48 +40,6 @@ from gatekeeper.store.store import Store
 
 FILE_WORKERS = 8  # file steps in flight within a batch (distinct paths only)
 BATCH_BYTES = 64 * 1024 * 1024
-
-
-@dataclass
-class Result:
-    proposal_id: str
-    path: str
-    outcome: str  # created / applied / deleted / conflict / refused / failed; "busy": left for a later pass
-    detail: str = ""
-    observed_sha256: str | None = None
-    final_path: str | None = None
-    linked: bool = False  # this process gave the file its name
-    recorded: bool = False  # this process recorded the outcome (False: another committer was first)
-    stop: bool = False  # an fsync failed: end the pass, the disk needs a person
-    dir_key: tuple[int, int] | None = None
-    leftover: str | None = None  # a change's temporary name (holding the base), removed once recorded
-    change: bool = False  # a change or delete: its folder is swept of stale temporary names
-
-    def record(self) -> dict[str, Any]:
-        return {
-            "proposal_id": self.proposal_id,
-            "outcome": self.outcome,
-            "detail": self.detail,
-            "observed_sha256": self.observed_sha256,
-            "final_path": self.final_path,
-        }
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**self.record(), "path": self.path, "linked": self.linked, "recorded": self.recorded}
-
-
-@dataclass
-class PassReport:
-    results: list[Result] = field(default_factory=list)
-    waiting: list[str] = field(default_factory=list)  # why some approvals were left for a later pass
-    stopped: str | None = None
-    finished: set[str] = field(default_factory=set)
-    elsewhere: set[str] = field(default_factory=set)  # claimed by another committer (PostgreSQL): theirs
-    queued: int = 0
-
-    @property
-    def unfinished(self) -> int:
-        return self.queued - len(self.finished) - len(self.elsewhere - self.finished)
 
 
 class Committer:
@@ -97,6 +58,7 @@ class Committer:
         on_result: Callable[[Result], None] | None = None,
         servers: frozenset[str] | None = None,
         claims: Claims | None = None,
+        compact: bool = False,
     ) -> None:
         self.home, self.store, self.reader, self.policy = home, store, reader, policy
         self.servers = servers  # None: every server's approvals; else only these (``commit --server``)
@@ -104,6 +66,8 @@ class Committer:
         self.batch, self.workers, self.sw, self.actor = max(1, batch), max(1, workers), switches, actor
         self.should_stop, self.on_result = should_stop, on_result
         self.floor = 0  # every decision at or below this id has an outcome
+        self.gate = held.Gate.of(home, store, actor)  # the committer's own journal, outside the database
+        self.compact = compact  # it holds the exclusive commit.lock: it may rewrite the journal
         self._swept: set[tuple[int, int]] = set()  # folders swept of stale temporary names this pass
         self.leftovers = Leftovers(home.lock_path.parent)
 
@@ -112,6 +76,10 @@ class Committer:
         trust = Trust.of(self.home)
         self._swept.clear()
         self.leftovers.sweep(self.servers, self.reader.proposal_state)
+        self.gate.seed(self.reader)
+        self.gate.journal.refresh()  # before the queue: a line read here had its intent committed before
+        if self.compact and self.gate.journal.wasteful():
+            self.gate.journal.compact()
         high, rows = self.reader.commit_queue(self.floor)
         self.sw.point("after_select")
         mine = (Candidate.from_row(r) for r in rows if self.servers is None or r["server"] in self.servers)
@@ -144,6 +112,7 @@ class Committer:
     # -- one batch ---------------------------------------------------------------------------
 
     def _batch(self, chunk: list[Candidate], policy: Policy, trust: Trust, report: PassReport) -> None:
+        chunk = self._journaled(chunk, policy, report)
         contents = self.reader.proposal_contents([c.id for c in chunk])
         approvals = self.reader.approvals([c.id for c in chunk])  # the first N-1 of a rule's approvals: N
         refused: list[Result] = []
@@ -182,6 +151,32 @@ class Committer:
                 if fd >= 0:
                     os.close(fd)
 
+    def _journaled(self, chunk: list[Candidate], policy: Policy, report: PassReport) -> list[Candidate]:
+        """The candidates the journal lets act; the others are recorded from it or held (``held.py``)."""
+        through, replayed, holding = [], [], []
+        for c in chunk:
+            entry = self.gate.journal.get(c.id)
+            verdict = held.judge(entry, c.has_intent)
+            if verdict == held.ACT:
+                through.append(c)
+            elif verdict == held.RECORD and entry is not None and entry.outcome is not None:
+                o = entry.outcome  # killed after the file step, before its outcome row: the disk is done
+                replayed.append(Result(c.id, c.path, str(o["outcome"]), str(o.get("detail") or ""),
+                                       o.get("observed_sha256"), o.get("final_path")))  # fmt: skip
+            else:
+                holding.append((c, verdict))
+        self._hold(holding, report)
+        self._record(replayed, report)
+        done = {r.proposal_id for r in replayed}
+        for c in (c for c in chunk if c.id in done):  # a change's temporary name holds its base: swept
+            held.sweep_recorded(c, policy, self.reader.proposal_state)
+        return through
+
+    def _hold(self, holding: list[tuple[Candidate, str]], report: PassReport) -> None:
+        for message in self.gate.hold(holding):
+            if message not in report.waiting:
+                report.waiting.append(message)
+
     def _open_root(self, workspace: Path, roots: dict[Path, int], real: dict[Path, str], report: PassReport) -> bool:
         """Open each workspace root once a batch, and learn where it really is; False: it cannot be opened."""
         if workspace not in roots:
@@ -203,15 +198,9 @@ class Committer:
             [c.id for c, _, _ in ready], self.actor, before_commit=lambda: self.sw.point("intent_tx_open")
         )
         self.sw.point("after_intent")
-        lanes: dict[str, list[tuple[Candidate, bytes, Plan]]] = {}
-        for item in ready:
-            state = states[item[0].id]
-            if state in ("done", "outcome in chain"):
-                report.finished.add(item[0].id)
-                if state != "done":  # its commit_record row was deleted: never a second time
-                    report.waiting.append(details.outcome_in_chain(item[0].id))
-            elif state in ("new", "existing"):
-                lanes.setdefault(item[0].path, []).append(item)  # one path: oldest first, one at a time
+        lanes = self._lanes(ready, states, report)
+        self.gate.intent([c for items in lanes.values() for c, _, _ in items])
+        self.sw.point("after_journal_intent")
         done: dict[str, Result] = {}
         stop = threading.Event()
         dirs = fsops.DirSync()
@@ -252,12 +241,29 @@ class Committer:
             self.sw.point("before_outcome")
             aside = [(c.server, plan.workspace, c.path) for c, _, plan in ready if c.id in done and done[c.id].leftover]
             noted = self.leftovers.note(aside)  # a kill from here on: the next pass removes them (leftovers.py)
+            self.gate.done([r.record() for r in results])
+            self.sw.point("after_journal_done")
             self._record(results, report)
             self.sw.point("after_outcome")
             self._clean_up(results, dirs)
             self.leftovers.cleared(noted)
         finally:
             dirs.close()
+
+    def _lanes(
+        self, ready: list[tuple[Candidate, bytes, Plan]], states: dict[str, str], report: PassReport
+    ) -> dict[str, list[tuple[Candidate, bytes, Plan]]]:
+        """The file steps to take, by path (one path: oldest first, one at a time), as the intents left them."""
+        lanes: dict[str, list[tuple[Candidate, bytes, Plan]]] = {}
+        for item in ready:
+            state = states[item[0].id]
+            if state == "done":
+                report.finished.add(item[0].id)
+            elif state == "outcome in chain":  # its commit_record row was deleted: never a second time
+                self._hold([(item[0], held.in_chain_reason())], report)
+            elif state in ("new", "existing"):
+                lanes.setdefault(item[0].path, []).append(item)
+        return lanes
 
     def _clean_up(self, results: list[Result], dirs: fsops.DirSync) -> None:
         """Once outcomes are recorded: remove each applied change's temporary name (its bytes, the
@@ -375,6 +381,7 @@ class Committer:
             return
         records = [r.record() for r in results]
         recorded = self.sw.step("record_outcomes", record_outcomes)(self.store, records, self.actor, self.sw)
+        self.gate.recorded([r.proposal_id for r in results])
         for r in results:
             r.recorded = recorded[r.proposal_id]
             report.finished.add(r.proposal_id)

@@ -31,12 +31,3 @@ def in_the_way(path: str, existing: fsops.Existing) -> str:
     if existing.kind == "gone":
         return f"something was at {path!r} and vanished while it was being inspected; propose again"
     return f"something that is not a regular file (a FIFO, socket or device) is at {path!r}; {never}"
-
-
-def outcome_in_chain(proposal_id: str) -> str:
-    """At most once rests on the chain too: an outcome event without its commit_record row."""
-    return (
-        f"proposal {proposal_id} already has a commit_outcome event in the audit chain but no commit_record row "
-        "(the row was deleted from the database): it is never written twice, nothing was written; "
-        "run `gatekeeper audit verify`"
-    )

@@ -80,6 +80,7 @@ def session(
                 should_stop=should_stop,
                 servers=chosen,
                 claims=claims,
+                compact=chosen is None and not switches.no_lock,  # no other committer of this home runs
             ),
             reader,
         )

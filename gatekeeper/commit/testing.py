@@ -40,6 +40,7 @@ CRASH_POINTS = (
     "after_refusal",  # refusal outcomes committed (per batch that has any)
     "intent_tx_open",  # intent events appended, transaction not yet committed (per batch)
     "after_intent",  # intent transaction committed (per batch)
+    "after_journal_intent",  # the batch's intents are durable in the committer's journal (per batch)
     "after_mkdir",  # a missing folder was created, its parent not yet fsynced
     "after_open_parent",  # the destination folder is open beneath the root
     "after_file_open",  # O_TMPFILE inode open (in_place bug: the empty file under the final name)
@@ -56,6 +57,7 @@ CRASH_POINTS = (
     "after_reconcile_hash",  # an existing file at the name has been hashed
     "after_dir_fsync",  # the folder holding new names is durable (per folder)
     "before_outcome",  # every file step of the batch is done
+    "after_journal_done",  # the file steps' outcomes are durable in the journal, not yet in the database (per batch)
     "outcome_row_written",  # inside the outcome transaction, after a row (separate_event: between transactions)
     "after_outcome",  # outcome transaction committed (per batch)
 )

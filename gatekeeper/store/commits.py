@@ -4,12 +4,15 @@ several proposals per transaction (the committer's batches)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gatekeeper.canonical import now_ts
 from gatekeeper.errors import Conflict, InvalidInput
 from gatekeeper.store import events as ev
 from gatekeeper.store.tx import Transactions, Tx
+
+if TYPE_CHECKING:
+    from gatekeeper.store.queries import Reader
 from gatekeeper.store.values import OUTCOMES
 
 CHUNK = 500  # ids per IN (...): under SQLite's bound-parameter limit
@@ -107,6 +110,21 @@ class CommitRecords(Transactions):
         # Idempotent: after a lost COMMIT the second run finds the outcome and writes nothing twice
         # (that proposal then reads False, as if another committer had been faster).
         return self.retrying(work)
+
+    def record_commit_refusals(self, refusals: list[tuple[str, dict[str, Any]]], actor: str = "committer") -> None:
+        """In one transaction, a ``commit_replay_refused`` event per (proposal id, payload): an
+        approval held back because it was applied already (``commit/held.py``); no row changes."""
+
+        def work(tx: Tx) -> None:
+            for pid, payload in refusals:
+                tx.append_event(ev.COMMIT_REPLAY_REFUSED, actor, payload, pid)
+
+        self.retrying(work)
+
+
+def outcome_ids(reader: Reader) -> list[str]:
+    """The proposals that have an outcome row, oldest first (a committer's new journal starts with them)."""
+    return [str(r["proposal_id"]) for r in reader.dicts("SELECT proposal_id FROM commit_record ORDER BY id")]
 
 
 def _intent_state(tx: Tx, ids: list[str]) -> dict[str, tuple[Any, ...]]:

@@ -18,6 +18,10 @@ DECISION_REFUSED = "decision_refused"
 APPROVAL_RECORDED = "approval_recorded"
 COMMIT_INTENT = "commit_intent"
 COMMIT_OUTCOME = "commit_outcome"
+# An approval the database shows as not applied, held back because it was (commit/held.py): its
+# commit_outcome event is still in the chain without its commit_record row, or the committer's own
+# journal has it. No commit_record row; nothing written: {why, path, sha256}.
+COMMIT_REPLAY_REFUSED = "commit_replay_refused"
 REVIEWER_ADDED = "reviewer_added"
 REVIEWER_DISABLED = "reviewer_disabled"
 REVIEWER_PASSWORD = "reviewer_password_changed"

@@ -22,6 +22,7 @@ from gatekeeper.store import cautioned
 from gatekeeper.store import events as ev
 from gatekeeper.store.decisions import already_decided
 from gatekeeper.store.proofs import passkey_by_credential
+from gatekeeper.store.row_marks import remember
 from gatekeeper.store.signed_rows import PASSKEY_COLUMNS, next_seq, passkey_problem, passkey_signed
 from gatekeeper.store.tx import Event, Transactions, Tx
 
@@ -110,7 +111,9 @@ class Passkeys(Transactions):
             )
             payload = {"reviewer": reviewer, "credential_id": new.credential_id, "label": label, "aaguid": new.aaguid}
             payload |= signed
-            return tx.append_event(ev.PASSKEY_ADDED, actor or f"reviewer:{reviewer}", payload)
+            event = tx.append_event(ev.PASSKEY_ADDED, actor or f"reviewer:{reviewer}", payload)
+        remember(self.keys_dir, "passkey", new.credential_id, event.seq)
+        return event
 
     # -- credentials ---------------------------------------------------------------------------
 
@@ -161,7 +164,9 @@ class Passkeys(Transactions):
                 {"at": at, "c": credential_id, **signed},
             )
             payload = {"reviewer": reviewer, "credential_id": credential_id, "label": found.label, **signed}
-            return tx.append_event(ev.PASSKEY_REMOVED, actor, payload)
+            event = tx.append_event(ev.PASSKEY_REMOVED, actor, payload)
+        remember(self.keys_dir, "passkey", credential_id, event.seq)  # the row put back is refused from now on
+        return event
 
     def bump_sign_count(self, credential_id: str, sign_count: int) -> bool:
         """After a verified sign-in assertion: move the counter forward. False when it did not grow

@@ -87,11 +87,16 @@ def change_seqs(first: First, kinds: tuple[str, ...], field: str, value: str) ->
         yield below
 
 
-def _problem(seqs: Iterator[int], verifies: Callable[[int], bool], what: str) -> str | None:
+def _problem(seqs: Iterator[int], verifies: Callable[[int], bool], what: str, mark: int = 0) -> str | None:
     latest = next(seqs, None)
     if latest is None:
         return f"no audit event records the {what} row: it was written outside Gatekeeper"
     if verifies(latest):
+        if latest < mark:  # the later change events were cut from the chain (``row_marks.py``)
+            return (
+                f"the {what} row is the one signed at seq {latest}, but this home signed a later change of it at "
+                f"seq {mark}: an older row was put back and the later change cut from the audit chain"
+            )
         return None
     older = next((s for s in seqs if verifies(s)), None)
     if older is not None:
@@ -112,7 +117,8 @@ def reviewer_problem(first: First, keyring: KeyRing, row: tuple[Any, ...] | None
         message = signing.reviewer_message(str(kid), name, password_hash, created_at, disabled_at, seq)
         return keyring.verify(kid, message, signature)
 
-    return _problem(change_seqs(first, REVIEWER_CHANGES, "reviewer", str(name)), verifies, "reviewer")
+    seqs = change_seqs(first, REVIEWER_CHANGES, "reviewer", str(name))
+    return _problem(seqs, verifies, "reviewer", keyring.mark("reviewer", str(name)))
 
 
 def passkey_problem(first: First, keyring: KeyRing, row: tuple[Any, ...] | None) -> str | None:
@@ -126,7 +132,8 @@ def passkey_problem(first: First, keyring: KeyRing, row: tuple[Any, ...] | None)
         message = signing.passkey_message(str(kid), reviewer, credential_id, raw, created_at, removed_at, seq)
         return keyring.verify(kid, message, signature)
 
-    return _problem(change_seqs(first, PASSKEY_CHANGES, "credential_id", str(credential_id)), verifies, "passkey")
+    seqs = change_seqs(first, PASSKEY_CHANGES, "credential_id", str(credential_id))
+    return _problem(seqs, verifies, "passkey", keyring.mark("passkey", str(credential_id)))
 
 
 def reviewer_refusal(tx: Tx, keyring: KeyRing, name: str) -> str | None:

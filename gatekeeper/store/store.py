@@ -19,6 +19,7 @@ from gatekeeper.store.commits import CommitRecords
 from gatekeeper.store.decisions import Decisions
 from gatekeeper.store.passkeys import Passkeys
 from gatekeeper.store.pins import ToolPins
+from gatekeeper.store.row_marks import remember
 from gatekeeper.store.signed_rows import change_seqs, next_seq, reviewer_signed
 from gatekeeper.store.tx import RETRY_SECONDS, Event, Tx
 from gatekeeper.store.values import MODES
@@ -142,7 +143,9 @@ class Store(ToolPins, CommitRecords, Decisions, Passkeys):
             row = {"name": name, "password_hash": password_hash, "created_at": now_ts()}
             signed = reviewer_signed(signer, next_seq(tx), name, password_hash, row["created_at"], None)
             tx.insert("reviewer", {**row, **signed})
-            return tx.append_event(ev.REVIEWER_ADDED, actor, {"reviewer": name, **signed})
+            event = tx.append_event(ev.REVIEWER_ADDED, actor, {"reviewer": name, **signed})
+        remember(self.keys_dir, "reviewer", name, event.seq)
+        return event
 
     def disable_reviewer(self, name: str, actor: str = "cli") -> Event:
         signer = self.signer()
@@ -159,7 +162,9 @@ class Store(ToolPins, CommitRecords, Decisions, Passkeys):
                 {"at": at, "name": name, **signed},
             )
             ended = _end_sessions(tx, name)
-            return tx.append_event(ev.REVIEWER_DISABLED, actor, {"reviewer": name, "sessions_ended": ended, **signed})
+            event = tx.append_event(ev.REVIEWER_DISABLED, actor, {"reviewer": name, "sessions_ended": ended, **signed})
+        remember(self.keys_dir, "reviewer", name, event.seq)
+        return event
 
     def set_reviewer_password(self, name: str, password_hash: str, actor: str = "cli") -> Event:
         signer = self.signer()
@@ -176,7 +181,9 @@ class Store(ToolPins, CommitRecords, Decisions, Passkeys):
             # A new password is often set because the old one leaked: every session that the old
             # one opened ends with it, in the same transaction (the page checks ended_at each request).
             ended = _end_sessions(tx, name)
-            return tx.append_event(ev.REVIEWER_PASSWORD, actor, {"reviewer": name, "sessions_ended": ended, **signed})
+            event = tx.append_event(ev.REVIEWER_PASSWORD, actor, {"reviewer": name, "sessions_ended": ended, **signed})
+        remember(self.keys_dir, "reviewer", name, event.seq)  # the old row, put back, is refused from now on
+        return event
 
     def reviewer(self, name: str) -> Reviewer | None:
         with self.transaction() as tx:

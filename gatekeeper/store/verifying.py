@@ -4,9 +4,10 @@ Read-only, through a ``Reader``; the SQL is the store's SQLite dialect (PostgreS
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from gatekeeper.store.events import CHECKPOINT, COMMIT_INTENT
+from gatekeeper.store.events import CHECKPOINT, COMMIT_INTENT, COMMIT_OUTCOME
 from gatekeeper.store.queries import CANDIDATE_SELECT, Reader
 
 # An ``approval`` row named as ``CANDIDATE_SELECT`` names a decision, with its proposal's columns.
@@ -50,3 +51,33 @@ def approved_decisions(reader: Reader) -> list[dict[str, Any]]:
 def approval_rows(reader: Reader) -> list[dict[str, Any]]:
     """Every ``approval`` row (the first N-1 of a rule's ``approvals: N``), as ``Candidate`` rows."""
     return reader.dicts(APPROVAL_ROWS)
+
+
+def outcomes_without_rows(reader: Reader) -> list[tuple[int, str, str]]:
+    """(seq, proposal id, outcome named) of each ``commit_outcome`` event whose proposal has no
+    ``commit_record`` row: the row was deleted, and a committer would hold that approval back."""
+    rows = reader.dicts(
+        "SELECT e.seq, e.proposal_id, e.payload FROM audit_event e WHERE e.kind = ? AND NOT EXISTS "
+        "(SELECT 1 FROM commit_record c WHERE c.proposal_id = e.proposal_id) ORDER BY e.seq",
+        (COMMIT_OUTCOME,),
+    )
+    return [(int(r["seq"]), str(r["proposal_id"]), _outcome_of(str(r["payload"]))) for r in rows]
+
+
+def rows_without_outcomes(reader: Reader) -> tuple[int, list[tuple[str, str]]]:
+    """How many ``commit_record`` rows there are, and (proposal id, outcome) of each without its
+    ``commit_outcome`` event (the event was cut from the chain, or the row written outside Gatekeeper)."""
+    row = reader.first("SELECT count(*) FROM commit_record")
+    rows = reader.dicts(
+        "SELECT c.proposal_id, c.outcome FROM commit_record c WHERE NOT EXISTS (SELECT 1 FROM audit_event e "
+        "WHERE e.proposal_id = c.proposal_id AND +e.kind = ?) ORDER BY c.id",
+        (COMMIT_OUTCOME,),
+    )
+    return int(str(row[0])) if row else 0, [(str(r["proposal_id"]), str(r["outcome"])) for r in rows]
+
+
+def _outcome_of(payload: str) -> str:
+    try:
+        return str(json.loads(payload).get("outcome", "?"))
+    except (ValueError, AttributeError):
+        return "?"
