@@ -30,6 +30,16 @@ def _line(r: Any) -> str:
     return f"{r.outcome:<9} {r.proposal_id}  {r.path}  {where}"
 
 
+def _switches() -> Any:
+    """The crash-test switches from the environment; a run with any set says so on stderr."""
+    from gatekeeper.commit import testing
+
+    switches = testing.Switches.from_env()
+    if switches.active:
+        click.echo(f"warning: test-only switches are set ({', '.join(switches.active)}); unset them", err=True)
+    return switches
+
+
 @click.command()
 @click.option("--once", is_flag=True, help="Commit every waiting approval, then exit (the default).")
 @click.option("--watch", is_flag=True, help="Stay up and commit each approval as it arrives (Ctrl-C stops).")
@@ -75,15 +85,13 @@ def commit(
     if once and watch:
         raise click.UsageError("pass --once or --watch, not both")
     from gatekeeper import ready
-    from gatekeeper.commit import run, testing
+    from gatekeeper.commit import run
     from gatekeeper.commit.watch import stop_on_signals
     from gatekeeper.commit.watch import watch as watch_loop
     from gatekeeper.store.backends import Outage
     from gatekeeper.store.tx import RETRY_SECONDS
 
-    switches = testing.Switches.from_env()
-    if switches.active:
-        click.echo(f"warning: test-only switches are set ({', '.join(switches.active)}); unset them", err=True)
+    switches = _switches()
 
     def show(r: Any) -> None:
         emit_json(r.as_dict()) if as_json else click.echo(_line(r))

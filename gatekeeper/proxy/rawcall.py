@@ -32,7 +32,7 @@ class RawCall:
     """The request ``ours`` on ``conn``: ``rawhttp.Exchange`` for the connection, outcomes for the carrier."""
 
     def __init__(self, carrier: HttpCarrier, conn: Connection, ours: str, data: bytes, headers: dict[str, str]):
-        self.carrier, self.conn, self.ours, self.data, self.headers = carrier, conn, ours, data, headers
+        self.carrier, self.link, self.ours, self.data, self.headers = carrier, conn, ours, data, headers
         self.kind = ""
         self.answered = self.done = self.body_done = False
         self._loop = asyncio.get_running_loop()
@@ -134,4 +134,4 @@ class RawCall:
         """Abort the connection while it still carries this request's answer (never once it serves another)."""
         if not self.body_done:
             self.body_done = True
-            self.conn.abort()
+            self.link.abort()
