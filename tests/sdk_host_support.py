@@ -93,11 +93,11 @@ def ask_gatekeepers_server(tmp: Path, home: Home, messages: list[Message]) -> tu
         proxy = Proxy(policy, home)
         host = SdkOracleHost(proxy)
         host.server.lifespan = no_lifespan
-        wait, completion.CAPABILITY_WAIT = completion.CAPABILITY_WAIT, 0.0
+        wait, completion.SETTLE_LIMIT = completion.SETTLE_LIMIT, 0.0
         try:
             return await conversation(host.server, messages, host.initialization_options()), host.server
         finally:
-            completion.CAPABILITY_WAIT = wait
+            completion.SETTLE_LIMIT = wait
             proxy.store.close()
 
     return anyio.run(main)
