@@ -67,7 +67,7 @@ async def test_child_killed_mid_call_gives_a_tool_error_and_the_next_call_works(
     assert kinds.count("server_exited") >= 2 and kinds.count("server_started") >= 3
 
 
-SLOW_RESTART = 7.0
+SLOW_RESTART = 6.0
 """Seconds the probe server sleeps before every start but its first: longer than ``PROBE_TIMEOUT`` (5 s)."""
 
 
