@@ -37,7 +37,7 @@ from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 from gatekeeper.store.target import PostgresUrl
 from tests import pg_support
-from tests.helpers import PROOF, add_reviewer, draft, make_home
+from tests.helpers import PROOF, add_reviewer, draft, make_home, patience
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -384,7 +384,8 @@ def run_commit(
 
 
 def wait_for(predicate: Any, timeout: float = 10, interval: float = 0.002) -> bool:
-    deadline = time.monotonic() + timeout
+    """True once ``predicate`` holds; False if it still does not after ``helpers.patience(timeout)`` s."""
+    deadline = time.monotonic() + patience(timeout)
     while time.monotonic() < deadline:
         if predicate():
             return True

@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 
 from tests.commit_support import World
+from tests.helpers import LAST_RESORT
+from tests.process_support import stop
 from tests.review_support import REPO, free_port
 
 
@@ -47,7 +49,7 @@ def served(world: World, approve_with: str = "any") -> Iterator[Served]:
     argv = [sys.executable, "-m", "gatekeeper", "--home", str(world.home.path), "review", "--port", str(port)]
     proc = subprocess.Popen([*argv, "--policy", str(world.policy)], env=env, stdout=log, stderr=log)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + LAST_RESORT
         while True:
             try:
                 httpx.get(f"http://127.0.0.1:{port}/login", timeout=1)
@@ -58,8 +60,7 @@ def served(world: World, approve_with: str = "any") -> Iterator[Served]:
                 time.sleep(0.1)
         yield Served(port, f"http://localhost:{port}", f"http://127.0.0.1:{port}")
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop(proc)
         log.close()
 
 

@@ -28,7 +28,8 @@ from starlette.testclient import TestClient
 from gatekeeper.home import Home
 from gatekeeper.review.app import Config, create_app
 from gatekeeper.review.auth import hash_password
-from tests.helpers import close_at_teardown
+from tests.helpers import LAST_RESORT, close_at_teardown
+from tests.process_support import stop
 from tests.requirements import CHROMIUM
 
 __all__ = ["CHROMIUM", "CHROMIUM_ARGS", "PASSWORD"]
@@ -61,7 +62,7 @@ def review_process(home: Home, *args: str) -> Iterator[tuple[str, subprocess.Pop
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + LAST_RESORT
         while True:
             try:
                 httpx.get(f"{base}/login", timeout=1)
@@ -72,8 +73,7 @@ def review_process(home: Home, *args: str) -> Iterator[tuple[str, subprocess.Pop
                 time.sleep(0.1)
         yield base, proc
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop(proc)
         log.close()
 
 

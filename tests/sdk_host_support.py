@@ -26,6 +26,7 @@ from gatekeeper.home import Home
 from gatekeeper.policy.loader import load_policy
 from gatekeeper.proxy import completion
 from gatekeeper.proxy.server import Proxy
+from tests.helpers import LAST_RESORT
 from tests.host_contract_support import ENVELOPE, POLICY
 from tests.proxy_support import REPO
 from tests.sdk_oracle_host import SdkOracleHost
@@ -53,7 +54,7 @@ async def conversation(server: Server[Any], messages: list[Message], options: An
 
 
 async def _answer(stream: Any) -> Message:
-    with anyio.fail_after(10):
+    with anyio.fail_after(LAST_RESORT):
         while True:
             sent: SessionMessage = await stream.receive()
             out = sent.message.model_dump(by_alias=True, mode="json", exclude_unset=True)
@@ -93,11 +94,11 @@ def ask_gatekeepers_server(tmp: Path, home: Home, messages: list[Message]) -> tu
         proxy = Proxy(policy, home)
         host = SdkOracleHost(proxy)
         host.server.lifespan = no_lifespan
-        wait, completion.CAPABILITY_WAIT = completion.CAPABILITY_WAIT, 0.0
+        wait, completion.SETTLE_LIMIT = completion.SETTLE_LIMIT, 0.0
         try:
             return await conversation(host.server, messages, host.initialization_options()), host.server
         finally:
-            completion.CAPABILITY_WAIT = wait
+            completion.SETTLE_LIMIT = wait
             proxy.store.close()
 
     return anyio.run(main)

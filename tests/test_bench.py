@@ -10,19 +10,25 @@ from pathlib import Path
 
 import pytest
 
+from tests.process_support import run_in_group
+
 REPO = Path(__file__).resolve().parent.parent
+
+
+STALL = 300.0
+"""Seconds the quick bench may go without printing a line before it counts as stuck (it logs each step)."""
+LAST_RESORT = 1800.0
+"""Seconds it may take in all: on a loaded machine it is slower, not stuck; the test's own timeout is above."""
 
 
 @pytest.mark.slow
 @pytest.mark.smoke
-@pytest.mark.timeout(400)  # its subprocess may take 300 s
+@pytest.mark.timeout(LAST_RESORT + 120)
 def test_bench_quick_runs_and_reports_every_figure(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--workdir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    """The bench runs as a process group of its own: the review servers and proxies it starts are ended
+    with it, even when the bench itself was killed before it could stop them."""
+    argv = [sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--workdir", str(tmp_path / "work")]
+    result = run_in_group(argv, tmp_path / "logs", stall=STALL, cap=LAST_RESORT)
     assert result.returncode == 0, result.stderr
     for figure in (
         "1. proposals/s, 1 writer",

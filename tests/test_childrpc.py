@@ -19,7 +19,7 @@ from gatekeeper.proxy.childrpc import ChildSession, RpcError
 from gatekeeper.proxy.negotiate import CAPABILITIES, CLIENT_INFO
 from gatekeeper.proxy.tooldef import tool_dump
 from tests.childrpc_support import dump, lean, peer, roots_of, sdk
-from tests.helpers import await_until
+from tests.helpers import LAST_RESORT, await_until
 from tests.peers.external import PEERS
 from tests.proxy_support import PY
 
@@ -105,7 +105,7 @@ async def test_a_child_dying_mid_call_fails_every_pending_request(tmp_path: Path
         async with anyio.create_task_group() as tg:
             tg.start_soon(slow)
             await await_until(Path(files["started"]).exists, 30, "the child to start the slow call")
-            with pytest.raises(RpcError) as died, anyio.fail_after(30):
+            with pytest.raises(RpcError) as died, anyio.fail_after(LAST_RESORT):
                 await session.request("tools/call", {"name": "die", "arguments": {}})
         assert (died.value.code, died.value.message) == (-32000, "Connection closed")
         assert [(e.code, str(e)) for e in outcomes if isinstance(e, RpcError)] == [(-32000, "Connection closed")]
@@ -188,7 +188,7 @@ async def test_list_changed_reaches_on_notify_once(tmp_path: Path, mode: str) ->
             if negotiated.modern:  # a 2026 child sends list_changed only on an open listen stream
                 acked = anyio.Event()
                 tg.start_soon(session.listen, {"toolsListChanged": True}, acked)
-                with anyio.fail_after(10):
+                with anyio.fail_after(LAST_RESORT):
                     await acked.wait()
             await session.request("tools/call", {"name": "grow", "arguments": {}})
             await await_until(lambda: notes, 10, "list_changed from the child")

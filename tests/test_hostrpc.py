@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from gatekeeper.proxy.hostrpc import HostRpc, Request, RpcError
+from tests.helpers import LAST_RESORT, patience
 
 pytestmark = pytest.mark.anyio
 Message = dict[str, Any]
@@ -30,7 +31,7 @@ class Outbox:
         self._changed = anyio.Event()
 
     async def wait_for(self, matches: Callable[[Message], bool], timeout: float = 5) -> Message:
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(patience(timeout)):
             while True:
                 found = next((m for m in self.sent if matches(m)), None)
                 if found is not None:
@@ -110,7 +111,7 @@ async def dispatcher() -> AsyncIterator[tuple[Callable[[Message], Awaitable[None
         tg.start_soon(serve)
         async with to_rpc:
             yield to_rpc.send, outbox, handlers, done
-        with anyio.fail_after(5):
+        with anyio.fail_after(LAST_RESORT):
             await done.wait()
 
 
@@ -130,7 +131,7 @@ async def test_initialize_is_answered_before_anything_after_it_is_dispatched() -
         init = handlers.gate("initialize")
         await send(call("init", "initialize"))
         await send(call("next", "ping"))  # pipelined: waits behind initialize, although it is instant
-        with anyio.fail_after(5):
+        with anyio.fail_after(LAST_RESORT):
             await handlers.started["initialize"].wait()
         assert outbox.sent == []
         init.set()
@@ -142,7 +143,7 @@ async def test_a_cancelled_request_is_stopped_and_never_answered() -> None:
     async with dispatcher() as (send, outbox, handlers, _):
         handlers.gate("slow")
         await send(call(7, "tools/call", {"name": "slow"}))
-        with anyio.fail_after(5):
+        with anyio.fail_after(LAST_RESORT):
             await handlers.started["slow"].wait()
         await send(cancelled("7"))  # a stringified id correlates, as in the SDK
         await send(call(8, "ping"))
@@ -184,11 +185,11 @@ async def test_the_end_of_input_answers_what_is_in_flight_with_connection_closed
         handlers.gate("b")
         await send(call("a", "tools/call", {"name": "a"}))
         await send(call("b", "tools/call", {"name": "b"}))
-        with anyio.fail_after(5):
+        with anyio.fail_after(LAST_RESORT):
             await handlers.started["a"].wait()
             await handlers.started["b"].wait()
         await send(cancelled("b"))  # the host gave up on b: it gets nothing, even now
-        with anyio.fail_after(5):
+        with anyio.fail_after(LAST_RESORT):
             await handlers.finished["b"].wait()
     assert done.is_set()
     assert outbox.sent == [{"jsonrpc": "2.0", "id": "a", "error": {"code": -32000, "message": "Connection closed"}}]
@@ -275,7 +276,7 @@ async def sdk_transcript(script: list[Message]) -> list[Message]:
         for message in messages:
             await to_server.send(SessionMessage(types.jsonrpc_message_adapter.validate_python(message)))
 
-    with anyio.fail_after(10):
+    with anyio.fail_after(LAST_RESORT):
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.run, server_in, server_out, server.create_initialization_options())
             tg.start_soon(collect)
@@ -293,7 +294,7 @@ async def our_transcript(script: list[Message]) -> list[Message]:
         handlers.gate("slow")
         for message in OPENING:
             await send(message)
-        with anyio.fail_after(5):
+        with anyio.fail_after(LAST_RESORT):
             await handlers.started["slow"].wait()
         for message in script:
             await send(message)

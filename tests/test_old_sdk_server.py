@@ -14,9 +14,10 @@ import signal
 from pathlib import Path
 
 import pytest
-from mcp import types
+from mcp import Client, types
 
 from gatekeeper.home import Home
+from tests.helpers import LAST_RESORT
 from tests.peers.external import old_notes_policy
 from tests.process_support import alive, started, wait_gone
 from tests.proxy_support import events, proxied
@@ -26,6 +27,18 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 def text(result: types.CallToolResult) -> str:
     return result.content[0].text  # type: ignore[union-attr]
+
+
+async def after_the_kill(p: Client) -> None:
+    """The first call after the server was killed: either the proxy had not yet seen the pipe close,
+    so the call went to the dead server and is an error that says so, or it had (the proxy reads the
+    end of the pipe as soon as it is scheduled, which on a loaded machine can be after the call left),
+    so the call started the server again and was answered. Which one is a race; both are right."""
+    result = await p.call_tool("read_note", {"path": "notes/seed.md"})
+    if result.is_error:
+        assert "stopped during the call" in text(result) or "closed its connection" in text(result), text(result)
+    else:
+        assert text(result) == "seeded by hand\n"
 
 
 # (the host's mode, the proxy's --downstream-mode): a 2026 host under the default, and `auto` as ever
@@ -47,9 +60,8 @@ async def test_auto_mode_falls_back_to_initialize_and_remembers_the_era(
             first = int(text(await p.call_tool("server_pid", {})))
             assert len(started(pids)) == 2  # the one that died on the probe, and the one serving
             os.kill(first, signal.SIGKILL)
-            wait_gone({first}, timeout=5)
-            gone = await p.call_tool("read_note", {"path": "notes/seed.md"})
-            assert gone.is_error and "stopped during the call" in text(gone)
+            wait_gone({first}, timeout=LAST_RESORT)
+            await after_the_kill(p)
             # The next call restarts it, straight on initialize: no probe, so one more start only.
             assert text(await p.call_tool("read_note", {"path": "notes/seed.md"})) == "seeded by hand\n"
             second = int(text(await p.call_tool("server_pid", {})))
@@ -80,8 +92,8 @@ async def test_a_2025_host_under_match_starts_it_on_initialize_without_a_probe(t
             first = int(text(await p.call_tool("server_pid", {})))
             assert len(started(pids)) == 1  # the early child, adopted and spoken to on initialize
             os.kill(first, signal.SIGKILL)
-            wait_gone({first}, timeout=5)
-            assert (await p.call_tool("read_note", {"path": "notes/seed.md"})).is_error
+            wait_gone({first}, timeout=LAST_RESORT)
+            await after_the_kill(p)
             assert text(await p.call_tool("read_note", {"path": "notes/seed.md"})) == "seeded by hand\n"
             assert len(started(pids)) == 2
     finally:

@@ -13,8 +13,8 @@ import pytest
 from mcp import MCPError, types
 
 from gatekeeper.home import Home
-from tests.helpers import await_until
-from tests.proxy_support import events, proxied, write_policy
+from tests.helpers import LAST_RESORT, await_until
+from tests.proxy_support import PY, events, proxied, write_policy
 
 pytestmark = pytest.mark.anyio
 MODES = ["auto", "legacy"]
@@ -67,6 +67,34 @@ async def test_child_killed_mid_call_gives_a_tool_error_and_the_next_call_works(
     assert kinds.count("server_exited") >= 2 and kinds.count("server_started") >= 3
 
 
+SLOW_RESTART = 6.0
+"""Seconds the probe server sleeps before every start but its first: longer than ``PROBE_TIMEOUT`` (5 s)."""
+
+
+@pytest.mark.timeout(120)
+async def test_a_2026_child_slow_to_start_again_is_waited_for(tmp_path: Path, home: Home) -> None:
+    """On a loaded machine a child takes longer to start. Its era is known from its first start, so its
+    restart is no probe of an unknown server: the proxy waits for it (the call, up to its own wait for a
+    start), instead of declaring it "not available: no answer to server/discover within 5 s"."""
+    once = tmp_path / "started-once"
+    wrapper = f"if [ -e {once} ]; then sleep {SLOW_RESTART:g}; fi; touch {once}; exec {PY} -m tests.peers.probe_server"
+    policy = write_policy(tmp_path, probe=True, notes=False)
+    policy.write_text(
+        policy.read_text()
+        .replace(f"command: {PY}", "command: /bin/sh", 1)
+        .replace('["-m", "tests.peers.probe_server"]', json.dumps(["-c", wrapper]), 1)
+    )
+    async with proxied(policy, home.path, "auto") as p:
+        first = int(text(await p.call_tool("pid", {})))
+        assert (await p.call_tool("die", {})).is_error
+        again = await p.call_tool("pid", {})
+        assert not again.is_error, text(again)
+        assert int(text(again)) != first
+    started = [json.loads(e[2]) for e in events(home.path, "server_started")]
+    assert [(e["era"], e["era_remembered"]) for e in started] == [("modern", False), ("modern", True)]
+    assert not events(home.path, "server_failed")
+
+
 @pytest.mark.timeout(120)  # the child sleeps 600 s unless cancelled
 @pytest.mark.parametrize("mode", MODES)
 async def test_cancellation_reaches_the_child(tmp_path: Path, home: Home, mode: str) -> None:
@@ -104,11 +132,11 @@ async def test_tools_list_changed_reaches_the_host(tmp_path: Path, home: Home, m
         if p.protocol_version == "2026-07-28":
             async with p.listen(tools_list_changed=True):
                 await p.call_tool("grow", {})
-                with anyio.fail_after(10):
+                with anyio.fail_after(LAST_RESORT):
                     await changed.wait()
         else:
             await p.call_tool("grow", {})
-            with anyio.fail_after(10):
+            with anyio.fail_after(LAST_RESORT):
                 await changed.wait()
         assert "extra" in {t.name for t in (await p.list_tools()).tools}
         assert text(await p.call_tool("extra", {})) == "extra"
@@ -197,7 +225,7 @@ async def test_a_tool_change_as_a_2026_child_is_first_listed_reaches_the_host(tm
         assert p.protocol_version == "2026-07-28"
         async with p.listen(tools_list_changed=True):
             assert "extra" not in {t.name for t in (await p.list_tools()).tools}  # the child's first list
-            with anyio.fail_after(10):
+            with anyio.fail_after(LAST_RESORT):
                 await changed.wait()
         assert "extra" in {t.name for t in (await p.list_tools()).tools}
         assert text(await p.call_tool("extra", {})) == "extra"

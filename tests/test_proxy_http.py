@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, types
 
 from gatekeeper.home import Home
-from tests.helpers import await_until
+from tests.helpers import LAST_RESORT, await_until
 from tests.http_servers import free_port, proxied, running, start, stop
 from tests.proxy_support import events, files_under
 
@@ -200,11 +200,11 @@ async def test_progress_logs_and_list_changed_come_through(tmp_path: Path, home:
             if p.protocol_version == "2026-07-28":
                 async with p.listen(tools_list_changed=True):
                     await p.call_tool("grow", {})
-                    with anyio.fail_after(10):
+                    with anyio.fail_after(LAST_RESORT):
                         await changed.wait()
             else:
                 await p.call_tool("grow", {})
-                with anyio.fail_after(10):
+                with anyio.fail_after(LAST_RESORT):
                     await changed.wait()
             assert text(await p.call_tool("extra", {})) == "extra"
     assert progress == [(1, 3), (2, 3), (3, 3)]

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gatekeeper.home import Home
+from tests.helpers import budget
 from tests.peers.external import PEERS, old_notes_policy, ts_client_modules
 from tests.process_support import alive, started, wait_for_count, wait_gone
 from tests.proxy_support import PY, REPO, proxied
@@ -90,7 +91,7 @@ def test_proxy_ends_children_on_eof_and_signals_within_the_hosts_budget(tmp_path
                 proc.send_signal(getattr(signal, how))  # stdin stays open, as when a host signals first
             took = _exit_time(proc, t0)
             assert not any(alive(pid) for pid in children), "the proxy exited and left its child running"
-            assert took < HOST_BUDGET, f"the proxy took {took:.2f} s to end its children and exit"
+            assert took < budget(HOST_BUDGET), f"the proxy took {took:.2f} s to end its children and exit"
             if how != "eof":
                 assert proc.returncode == 128 + getattr(signal, how)
         finally:
@@ -122,9 +123,9 @@ async def test_python_sdk_host_closing_leaves_no_process(
             closing = time.monotonic()
         # the SDK returns as soon as the proxy exits, or after its own SIGTERM 2 s after EOF
         took = time.monotonic() - closing
-        assert took < HOST_BUDGET, f"the proxy did not exit within {HOST_BUDGET} s of stdin EOF ({took:.2f} s)"
+        assert took < budget(HOST_BUDGET), f"the proxy did not exit within {HOST_BUDGET} s of stdin EOF ({took:.2f} s)"
         everything = set(started(pids)) | set(started(pids).values())  # the servers and the proxy
-        wait_gone(everything, timeout=HOST_BUDGET)
+        wait_gone(everything, timeout=budget(HOST_BUDGET))
     finally:
         for pid in started(pids):
             if alive(pid):
@@ -154,7 +155,7 @@ def test_typescript_sdk_host_closing_leaves_no_process(tmp_path: Path, home: Hom
         proxy_pid = steps[0]["pid"]
         children = wait_for_count(pids, 1)
         assert proxy_pid in children.values()
-        wait_gone(set(children) | {proxy_pid}, timeout=HOST_BUDGET)
+        wait_gone(set(children) | {proxy_pid}, timeout=budget(HOST_BUDGET))
     finally:
         for pid in started(pids):
             if alive(pid):

@@ -17,7 +17,7 @@ from mcp import types
 from gatekeeper.home import Home
 from gatekeeper.proxy.status import wait_for_outcome
 from gatekeeper.store.store import Store
-from tests.helpers import PROOF, add_reviewer, await_until, draft, record_commit
+from tests.helpers import LAST_RESORT, PROOF, add_reviewer, await_until, budget, draft, record_commit
 from tests.proxy_support import events, proxied, rows, write_policy
 
 pytestmark = pytest.mark.anyio
@@ -191,7 +191,7 @@ async def test_a_waiting_call_reads_the_proposal_only_when_the_store_changes(
     statements.clear()
     async with anyio.create_task_group() as tg:
         tg.start_soon(commit_soon)
-        with anyio.fail_after(10):
+        with anyio.fail_after(LAST_RESORT):
             outcome = await wait_for_outcome(home.db_path, p.id, 30.0)
     assert outcome is not None and outcome["status"] == "committed"
     assert 2 <= len([s for s in statements if "FROM proposal" in s]) <= 5  # one read per change, not per tick
@@ -202,4 +202,4 @@ async def test_a_waiting_call_sees_its_proposal_expire(home: Home, store: Store)
     started = anyio.current_time()
     outcome = await wait_for_outcome(home.db_path, p.id, 30.0)  # expiring writes no row: no change to wake on
     assert outcome is not None and outcome["status"] == "expired"
-    assert anyio.current_time() - started < 3.0
+    assert anyio.current_time() - started < budget(3.0)

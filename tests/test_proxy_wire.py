@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from gatekeeper.home import Home
+from tests.helpers import patience
 from tests.proxy_support import proxy_params, rows, write_policy
 
 INIT = {
@@ -61,7 +62,7 @@ class RawProxy:
         self.proc.stdin.flush()
 
     def wait_for(self, request_id: Any, timeout: float = 30) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + patience(timeout)
         while time.monotonic() < deadline:
             gone = self.proc.poll() is not None and not self._reader.is_alive()  # before the scan: no line missed
             for line in list(self.lines):

@@ -28,6 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.commit_support import World
+from tests.helpers import LAST_RESORT
+from tests.process_support import stop
 from tests.review_support import REPO, free_port
 
 NAMES = ("review.test", "alias.test", "localhost")
@@ -131,7 +133,7 @@ def serve(
     local = f"https://localhost:{port}" if tls else f"http://127.0.0.1:{port}"
     verify: ssl.SSLContext | bool = trusting(tls) if tls else True
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + LAST_RESORT
         while True:
             try:
                 httpx.get(f"{local}/login", timeout=1, verify=verify)
@@ -142,8 +144,7 @@ def serve(
                 time.sleep(0.1)
         yield Served(port, public, local, proc)
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop(proc)
         log.close()
 
 

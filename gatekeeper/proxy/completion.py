@@ -8,31 +8,32 @@ with one server, that server). A ref that names nothing known, a server without 
 is recorded like the proxy's other refusals. Allowed ones also take the fast path
 (``proxy/fastpath.py``, through ``Proxy.fast_completion`` and ``locate`` here).
 
-The host is told ``completions`` is offered when a server that is up offers it. Capabilities are
-fixed at the handshake, so ``advertise`` waits for the servers' own first handshakes (bounded by
-``CAPABILITY_WAIT``; a server still starting after that does not count). A server's completions
-are only known once it is up: one that starts later, or comes back after a restart without
-them, does not change what the host was told (MCP has no notification for capabilities).
+The host is told ``completions`` is offered when a server of the policy offers it. Capabilities
+are fixed at the handshake, so ``advertise`` waits for each server's first start to end, started
+or failed: how fast a child starts (an idle machine or a loaded one) never changes the answer,
+only when it comes. The one bound is the last resort every call has for a start, ``START_TIMEOUT``
+(``GATEKEEPER_START_TIMEOUT``): a server that has neither answered its handshake nor failed by then
+is down for the host as for everything else. A server that comes back after a restart without
+completions does not change what the host was told (MCP has no notification for capabilities).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import anyio
 
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.childface import ChildClient, Json, RpcError
-from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
+from gatekeeper.proxy.downstream import START_TIMEOUT, Downstream, DownstreamGone, DownstreamUnavailable
 from gatekeeper.proxy.mcpwire import INTERNAL_ERROR, INVALID_PARAMS
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
 from gatekeeper.store import events as ev
 from gatekeeper.store.bounded import cut
 
 METHOD = "completion/complete"
-CAPABILITY_WAIT = float(os.environ.get("GATEKEEPER_CAPABILITY_WAIT", "5"))
-"""Seconds the handshake waits for the servers' own, to know whether one offers completions."""
+SETTLE_LIMIT = START_TIMEOUT
+"""The last resort on waiting for a server's first start (a handshake never answered): a call's own."""
 
 
 def offers_completions(client: ChildClient | None) -> bool:
@@ -66,10 +67,9 @@ class Completions:
         if not isinstance(capabilities, dict):
             return
         if not self.offered():
-            with anyio.move_on_after(CAPABILITY_WAIT):
-                async with anyio.create_task_group() as tg:
-                    for downstream in self.downstreams.values():
-                        tg.start_soon(_settled, downstream)
+            async with anyio.create_task_group() as tg:
+                for downstream in self.downstreams.values():
+                    tg.start_soon(_settled, downstream)
         if self.offered():
             capabilities["completions"] = {}
         else:
@@ -150,10 +150,11 @@ def _strings(value: Any, keys: set[str] | None, *, exact: bool = False) -> bool:
 
 
 async def _settled(downstream: Downstream) -> None:
-    """Wait until the server's first start is up or failed (a later discover does not restart one)."""
+    """Wait until the server's first start is up or failed, however long the child takes (its own
+    failure or exit ends the wait, ``SETTLE_LIMIT`` only a hung one); a later discover restarts none."""
     if downstream.generation or downstream.start_failed:
         return
     try:
-        await downstream.ready(CAPABILITY_WAIT)
+        await downstream.ready(SETTLE_LIMIT)
     except DownstreamUnavailable:
         return

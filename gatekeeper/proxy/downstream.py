@@ -9,10 +9,10 @@ The proxy never exits because a child did. Its stderr goes to ``<home>/logs/<ser
 A ``url`` server is connected to instead of started (proxy/remote.py): the same supervision,
 its calls bounded by the policy's timeout, a session the server forgot replaced once.
 
-In ``auto`` mode (``match`` becomes it toward a 2026 host: proxy/childera.py) the first start probes
-with ``server/discover``. Servers on the 1.x SDK die on that probe, so a child that fails on it is
-started once more on the 2025-11-25 ``initialize`` handshake, and the era that worked is kept (``era``).
-Closing ends the child within ``child.STOP_BUDGET`` (see proxy/child.py).
+In ``auto`` mode (``match`` becomes it toward a 2026 host: proxy/childera.py) the first start probes with
+``server/discover``. Servers on the 1.x SDK die on that probe, so a child that fails on it is started once more on the
+2025-11-25 ``initialize`` handshake, and the era that worked is kept (``era``). Only that first probe has a deadline
+(``PROBE_TIMEOUT``): a restart in a known era waits for the child. Closing ends it within ``child.STOP_BUDGET``.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ class Downstream:
                 if self._closing:
                     self._scope.cancel()
                 async with anyio.create_task_group() as tg:
-                    if mode == "auto":
+                    if mode == "auto" and self.era is None:  # a known era is no guess: no deadline
                         tg.start_soon(probe_deadline, self._scope)
                     self.carrier = self._carrier()
                     async with self._client(params, errlog, mode) as client:
