@@ -1,4 +1,4 @@
-"""proxy/hostera.py answers as the SDK 2.3 server does: its classifier, a real ``Server`` (Gatekeeper's
+"""proxy/host/era.py answers as the SDK 2.3 server does: its classifier, a real ``Server`` (Gatekeeper's
 own, built by ``Proxy``, and one with fixed results), and the proxy's recorded answers are the oracles."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
 
 from gatekeeper import __version__
 from gatekeeper.home import Home
-from gatekeeper.proxy import hostera
-from gatekeeper.proxy import mcpwire as w
+from gatekeeper.proxy.host import era as hostera
+from gatekeeper.proxy.protocol import mcp as w
 from tests.host_contract_support import CAPS_KEY, INFO_KEY, MODERN, VERSION_KEY, normalised
 from tests.sdk_host_support import (
     INITIALIZED,
@@ -276,7 +276,7 @@ def test_generated_tool_results_are_shaped_as_the_sdk_shapes_them(result: dict[s
 def test_the_new_host_side_modules_load_no_sdk_pydantic_or_store() -> None:
     """What they exist for: the proxy can load them before (or without) the SDK."""
     code = (
-        "import sys, gatekeeper.proxy.hostera, gatekeeper.proxy.wireparse, gatekeeper.proxy.hostrpc; "
+        "import sys, gatekeeper.proxy.host.era, gatekeeper.proxy.host.parse, gatekeeper.proxy.host.dispatch; "
         "print(' '.join(sorted({name.split('.')[0] for name in sys.modules})))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gatekeeper.proxy import hostera
-from gatekeeper.proxy import mcpwire as w
+from gatekeeper.proxy.host import era as hostera
+from gatekeeper.proxy.protocol import mcp as w
 from tests.host_contract_support import ENVELOPE, VERSION_KEY
 from tests.sdk_host_support import INITIALIZED, converse, fixed_results_server, hello
 from tests.test_hostera import CALLS

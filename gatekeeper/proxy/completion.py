@@ -6,7 +6,7 @@ template to the server that listed it (``Passthrough.template_owner``, ``resourc
 with one server, that server). A ref that names nothing known, a server without the
 ``completions`` capability, or a server that is down gets a JSON-RPC error that says which, and
 is recorded like the proxy's other refusals. Allowed ones also take the fast path
-(``proxy/fastpath.py``, through ``Proxy.fast_completion`` and ``locate`` here).
+(``proxy/fast/path.py``, through ``Proxy.fast_completion`` and ``locate`` here).
 
 The host is told ``completions`` is offered when a server of the policy offers it. Capabilities
 are fixed at the handshake, so ``advertise`` waits for each server's first start to end, started
@@ -24,10 +24,10 @@ from typing import Any
 import anyio
 
 from gatekeeper.proxy.audit import Audit
-from gatekeeper.proxy.childface import ChildClient, Json, RpcError
-from gatekeeper.proxy.downstream import START_TIMEOUT, Downstream, DownstreamGone, DownstreamUnavailable
-from gatekeeper.proxy.mcpwire import INTERNAL_ERROR, INVALID_PARAMS
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
+from gatekeeper.proxy.protocol.mcp import INTERNAL_ERROR, INVALID_PARAMS
+from gatekeeper.proxy.servers.downstream import START_TIMEOUT, Downstream, DownstreamGone, DownstreamUnavailable
+from gatekeeper.proxy.servers.face import ChildClient, Json, RpcError
 from gatekeeper.store import events as ev
 from gatekeeper.store.bounded import cut
 
