@@ -1,6 +1,6 @@
 """The SDK 2.3 ``Server`` configured as Gatekeeper's host side once was (proxy/sdkhost.py, deleted
 with the ``GATEKEEPER_PROXY_HOST=sdk`` switch): the oracle tests/test_hostera.py holds our own host
-side (proxy/host/era.py, proxy/host/session.py) to.
+side (proxy/host/era.py, proxy/session.py) to.
 
 The same name, version, instructions, list-change capabilities, handlers (the ``Proxy``'s own) and
 middleware (error mapping, the completions advertisement), so what the SDK answers is what the
@@ -32,8 +32,8 @@ from gatekeeper.proxy.host.call import HostCall
 from gatekeeper.proxy.host.era import INSTRUCTIONS
 from gatekeeper.proxy.listchanges import Changed
 from gatekeeper.proxy.protocol.mcp import ToolAnswer
+from gatekeeper.proxy.protocol.rpc import RpcError
 from gatekeeper.proxy.routing import Proxy
-from gatekeeper.proxy.servers.face import RpcError
 
 log = logging.getLogger("tests.sdk_oracle_host")
 

@@ -15,8 +15,9 @@ import pytest
 from mcp import StdioServerParameters, types
 
 from gatekeeper.proxy.protocol import mcp as w
+from gatekeeper.proxy.protocol.rpc import RpcError
 from gatekeeper.proxy.servers.stdio.handshake import CAPABILITIES, CLIENT_INFO
-from gatekeeper.proxy.servers.stdio.rpc import ChildSession, RpcError
+from gatekeeper.proxy.servers.stdio.rpc import ChildSession
 from gatekeeper.proxy.tooldef import tool_dump
 from tests.childrpc_support import dump, lean, peer, roots_of, sdk
 from tests.helpers import LAST_RESORT, await_until

@@ -11,7 +11,8 @@ from typing import Any
 import anyio
 import pytest
 
-from gatekeeper.proxy.host.dispatch import HostRpc, Request, RpcError
+from gatekeeper.proxy.host.dispatch import HostRpc, Request
+from gatekeeper.proxy.protocol.rpc import RpcError
 from tests.helpers import LAST_RESORT, patience
 
 pytestmark = pytest.mark.anyio

@@ -23,9 +23,10 @@ from gatekeeper import humane
 from gatekeeper.home import Home
 from gatekeeper.proxy.protocol import mcp as w
 from gatekeeper.proxy.protocol.framing import CHILD_LINE_BYTES
+from gatekeeper.proxy.protocol.rpc import RpcError
 from gatekeeper.proxy.servers.stdio.handshake import negotiate
 from gatekeeper.proxy.servers.stdio.process import ChildCommand, child_process
-from gatekeeper.proxy.servers.stdio.rpc import ChildSession, RpcError, serving
+from gatekeeper.proxy.servers.stdio.rpc import ChildSession, serving
 from gatekeeper.store import events as ev
 from tests.helpers import wait_until
 from tests.process_support import alive

@@ -1,4 +1,4 @@
-"""Our own host side (proxy/host/session.py), the only one: the SDK's ``Server`` no longer serves the host.
+"""Our own host side (proxy/session.py), the only one: the SDK's ``Server`` no longer serves the host.
 tests/test_proxy_host_contract.py holds every recorded case; here each test also proves from the
 proxy's log that our host side served and, for an ordinary session, that the MCP SDK was never loaded
 (``hostlean.sdk_note``): a few raw-host cases, the official client as the host, our own params checks,
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gatekeeper.home import Home
-from gatekeeper.proxy.host.session import LISTEN_LIMIT
+from gatekeeper.proxy.session import LISTEN_LIMIT
 from tests import test_proxy_wire
 from tests.helpers import budget, wait_until
 from tests.host_contract_support import (

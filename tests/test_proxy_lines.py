@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from gatekeeper.home import Home
-from gatekeeper.proxy.host.parse import BIG_NUMBER
+from gatekeeper.proxy.protocol.limits import BIG_NUMBER
 from gatekeeper.proxy.protocol.lines import big_number, shape
 from gatekeeper.proxy.servers.stdio.process import ChildCommand, ChildPipe, child_process
 from tests.test_proxy_fastpath import child_calls, raw_host, wait_until

@@ -20,8 +20,9 @@ import anyio
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Catalog, definition
 from gatekeeper.proxy.protocol.mcp import INTERNAL_ERROR, Tool
-from gatekeeper.proxy.servers.downstream import Downstream, DownstreamGone, DownstreamUnavailable
-from gatekeeper.proxy.servers.face import Json, RpcError
+from gatekeeper.proxy.protocol.rpc import Json, RpcError
+from gatekeeper.proxy.servers.downstream import Downstream
+from gatekeeper.proxy.servers.face import DownstreamGone, DownstreamUnavailable
 from gatekeeper.proxy.tooldef import tool_dump
 from gatekeeper.store import events as ev
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from gatekeeper.policy import Policy
 from gatekeeper.proxy.protocol.mcp import INTERNAL_ERROR, INVALID_PARAMS, SERVER_INFO_META_KEY
-from gatekeeper.proxy.servers.downstream import Downstream, DownstreamGone, DownstreamUnavailable
-from gatekeeper.proxy.servers.face import Json, RpcError
+from gatekeeper.proxy.protocol.rpc import Json, RpcError
+from gatekeeper.proxy.servers.downstream import Downstream
+from gatekeeper.proxy.servers.face import DownstreamGone, DownstreamUnavailable
 
 
 def strip_stamp(result: Json) -> Json:

@@ -32,9 +32,10 @@ from gatekeeper.proxy.listchanges import Changed, ListChanges
 from gatekeeper.proxy.listing import ToolListing
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
 from gatekeeper.proxy.protocol.mcp import LEVELS, MODERN_PROTOCOL_VERSIONS, ToolAnswer, tool_error
-from gatekeeper.proxy.servers.downstream import Downstream, DownstreamGone, DownstreamUnavailable
+from gatekeeper.proxy.protocol.rpc import Json, RpcError
+from gatekeeper.proxy.servers.downstream import Downstream
 from gatekeeper.proxy.servers.era import MATCH, HostEra
-from gatekeeper.proxy.servers.face import Json, RpcError
+from gatekeeper.proxy.servers.face import DownstreamGone, DownstreamUnavailable
 from gatekeeper.proxy.status import proposal_status
 from gatekeeper.store import events as ev
 from gatekeeper.store.backends import DatabaseUnreachable
@@ -51,7 +52,7 @@ _PROGRESS_KEYS = frozenset({"progress_token", "progressToken"})  # the SDK's con
 class Proxy:
     """One host connection: its downstream servers, and the routing between them and the store.
 
-    The host side (proxy/host/session.py) calls its handlers."""
+    The host side (proxy/session.py) calls its handlers."""
 
     def __init__(self, policy: Policy, home: Home, *, mode: str = MATCH) -> None:
         self.policy = policy
@@ -62,7 +63,7 @@ class Proxy:
         self.audit = Audit(self.store, self.actor)
         self.catalog = Catalog(policy)
         self.bus = ListChanges()  # what a 2026 host's listen streams hear (proxy/listchanges.py)
-        self.host: Any = None  # the host's session (hostlean.LeanSession), once the host side starts
+        self.host: Any = None  # the host's session (session.HostState), once the host side starts
         self.host_era = HostEra()  # what children in "match" mode wait for (proxy/servers/era.py)
         self.active: dict[str, HostCall] = {}  # server -> latest in-flight call (for logs)
         self.downstreams = {

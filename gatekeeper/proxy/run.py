@@ -39,9 +39,9 @@ def _logging(home: Home) -> None:
 
 
 def serve_stdio(policy: Policy, home: Home, *, mode: str = "match") -> None:
-    """Serve one host on stdio with our own host side (proxy/host/session.py): no MCP SDK on this path."""
-    from gatekeeper.proxy.host.session import serve_lean
+    """Serve one host on stdio with our own host side (proxy/session.py): no MCP SDK on this path."""
     from gatekeeper.proxy.routing import Proxy
+    from gatekeeper.proxy.session import serve_host
 
     _logging(home)
 
@@ -51,7 +51,7 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "match") -> None:
         proxy = Proxy(policy, home, mode=mode)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_end_on_signal, proxy)
-            await serve_lean(proxy)
+            await serve_host(proxy)
             tg.cancel_scope.cancel()
 
     anyio.run(main, backend_options=loop_options())

@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from gatekeeper.canonical import canonical_json, sha256_hex
+from gatekeeper.proxy.protocol.rpc import Json
 
-Json = dict[str, Any]
 _TEXT = ("title", "description")
 _OBJECTS = ("inputSchema", "outputSchema", "_meta")  # kept verbatim; only inputSchema is required
 _HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")

@@ -4,7 +4,7 @@ Which: ``tools/call`` of an allowed tool, ``resources/read`` of a resource whose
 ``prompts/get`` (the reads ``Passthrough`` forwards), ``completion/complete`` of a known ref on a
 server that offers completions (``proxy/completion.py`` routes, refuses and records the rest).
 
-The regular path (proxy/host/session.py) dispatches the host's request to a handler, which sends it
+The regular path (proxy/session.py) dispatches the host's request to a handler, which sends it
 through our client toward the child (proxy/servers/stdio/client.py) and hands the answer back to be shaped
 and serialised again. For a call the policy simply allows, none of that changes what the host
 gets, so the line is parsed once (orjson), its id is remapped to one of ours
@@ -35,17 +35,16 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
-from gatekeeper.proxy.completion import raw_ref
 from gatekeeper.proxy.fast import rewrite as eras
 from gatekeeper.proxy.fast.reply import ID_PREFIX, Pending, Replies, loads
 from gatekeeper.proxy.fast.rewrite import ChildView
-from gatekeeper.proxy.host.parse import MAX_DEPTH, depth
+from gatekeeper.proxy.protocol.limits import MAX_DEPTH, depth
 from gatekeeper.proxy.protocol.lines import shape
 from gatekeeper.proxy.protocol.mcp import PROTOCOL_VERSION_META_KEY
 
 if TYPE_CHECKING:
+    from gatekeeper.proxy.fast.router import Router
     from gatekeeper.proxy.host.stdio import HostOut
-    from gatekeeper.proxy.routing import Proxy
     from gatekeeper.proxy.servers.carrier import Carrier
     from gatekeeper.proxy.servers.downstream import Downstream
 
@@ -57,7 +56,7 @@ Target = tuple["Downstream", dict[str, Any], ChildView]
 class FastPath(Replies):
     """The table of fast calls in flight, and the host-to-server direction (the way back: ``Replies``)."""
 
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: Router) -> None:
         self.proxy = proxy
         self.out: HostOut | None = None
         self.pending: dict[str, Pending] = {}  # our id -> the call
@@ -233,3 +232,29 @@ class _Tap:
 
 def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def raw_ref(params: dict[str, Any]) -> tuple[str, str, str] | None:
+    """A raw ``completion/complete``'s ref as (type, its key field, the key), if every part of the
+    params has the shape the host side's params check accepts unchanged; else None (the regular
+    path answers it: ``Completions.complete``)."""
+    ref, argument, context = params.get("ref"), params.get("argument"), params.get("context")
+    if set(params) - {"ref", "argument", "context", "_meta"} or not _strings(argument, {"name", "value"}, exact=True):
+        return None
+    if context is not None and not (isinstance(context, dict) and set(context) <= {"arguments"}):
+        return None
+    if context is not None and not _strings(context.get("arguments", {}), None):
+        return None
+    kind = ref.get("type") if isinstance(ref, dict) else None
+    field = {"ref/prompt": "name", "ref/resource": "uri"}.get(kind) if isinstance(kind, str) else None
+    if not isinstance(ref, dict) or kind is None or field is None or not isinstance(key := ref.get(field), str):
+        return None
+    allowed = {"type", "name", "title"} if kind == "ref/prompt" else {"type", "uri"}
+    return (kind, field, key) if _strings(ref, allowed) else None
+
+
+def _strings(value: Any, keys: set[str] | None, *, exact: bool = False) -> bool:
+    """A dict of strings, with only ``keys`` (all of them if ``exact``) when given."""
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        return False
+    return keys is None or (set(value) == keys if exact else set(value) <= keys)

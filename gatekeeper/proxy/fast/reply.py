@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from gatekeeper.proxy.fast import rewrite as eras
-from gatekeeper.proxy.host.era import server_info
+from gatekeeper.proxy.protocol.era import server_info
 from gatekeeper.proxy.protocol.lines import big_number
 from gatekeeper.proxy.protocol.mcp import INTERNAL_ERROR, SERVER_INFO_META_KEY, tool_error
 from gatekeeper.proxy.servers.carrier import RESEND, TIMEOUT, Trouble
 
 if TYPE_CHECKING:
+    from gatekeeper.proxy.fast.router import Router
     from gatekeeper.proxy.host.stdio import HostOut
-    from gatekeeper.proxy.routing import Proxy
     from gatekeeper.proxy.servers.carrier import Carrier
     from gatekeeper.proxy.servers.downstream import Downstream
 
@@ -57,7 +57,7 @@ class Pending:
 class Replies:
     """The server-to-host direction of ``FastPath``, and its answers for failures."""
 
-    proxy: Proxy
+    proxy: Router
     out: HostOut | None
     pending: dict[str, Pending]
     by_host: dict[tuple[type, str | int], str]

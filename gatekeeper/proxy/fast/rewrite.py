@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gatekeeper.proxy.host.era import Rejection, classify
+from gatekeeper.proxy.protocol.era import Rejection, classify
 from gatekeeper.proxy.protocol.mcp import (
     LEVELS,
     LOG_LEVEL_META_KEY,

@@ -2,7 +2,7 @@
 
 The proposing flow (proxy/proposing.py) and the 2026-07-28 hand-off (proxy/handoff.py) need to
 know who asked, in which protocol revision, what the host can do, and how to report progress.
-The host side (``LeanHost.host_call`` in proxy/host/session.py) builds this once per call, so the
+The host side (``HostSession.host_call`` in proxy/session.py) builds this once per call, so the
 domain does not care what carries the bytes.
 """
 

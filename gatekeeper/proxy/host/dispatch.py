@@ -1,8 +1,7 @@
-"""The core of our own host-side JSON-RPC dispatcher: one task per request, cancellation by id (a sketch).
+"""The host side's JSON-RPC dispatcher: one task per request, cancellation by id.
 
-Issue 12, step 3 replaces the SDK's ``Server`` toward the host. This is the part that does not
-depend on MCP itself, written to do what the SDK 2.3 dispatcher does
-(``mcp/shared/jsonrpc_dispatcher.py``), so hosts see no change:
+The part of the host side that does not depend on MCP itself. It does what the SDK 2.3 dispatcher
+does (``mcp/shared/jsonrpc_dispatcher.py``), so a host sees the answers it expects:
 
 - each request runs in its own task, so a slow call never holds up the next line; ``initialize``
   runs *inline*: nothing after it is dispatched until it is answered (a host may pipeline);
@@ -16,7 +15,7 @@ depend on MCP itself, written to do what the SDK 2.3 dispatcher does
 - notifications go to ``on_notify`` in their own task; an exception there is logged, never fatal;
   responses are dropped (Gatekeeper sends the host no requests).
 
-Not wired in: ``proxy/routing.py`` still serves the host through the SDK. Messages are plain dicts
+The session (``proxy/session.py``) runs one per connection. Messages are plain dicts
 (``proxy/host/parse.py`` reads them); ``send`` writes one (the caller serialises it).
 """
 
@@ -31,43 +30,14 @@ import anyio
 import anyio.abc
 
 from gatekeeper.proxy.protocol import mcp as w
+from gatekeeper.proxy.protocol.rpc import RequestId, RpcError, correlation_key, valid_id
 
 log = logging.getLogger("gatekeeper.proxy.hostrpc")
 
-RequestId = str | int
 Message = dict[str, Any]
 Send = Callable[[Message], Awaitable[None]]
 SHUTDOWN_WRITE_TIMEOUT: Final = 2.0
 """Seconds the end-of-input answers may take to write: a host that stopped reading must not hang us."""
-
-
-class RpcError(Exception):
-    """An error the host must get as it is: a handler raises it for a JSON-RPC error answer."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
-
-    def error(self) -> Message:
-        out: Message = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            out["data"] = self.data
-        return out
-
-
-def correlation_key(request_id: RequestId) -> RequestId:
-    """The key an id correlates by: a string holding an integer is that integer (as the SDKs do)."""
-    if isinstance(request_id, str):
-        try:
-            return int(request_id)
-        except ValueError:
-            return request_id
-    return request_id
-
-
-def valid_id(value: Any) -> bool:
-    """A request id: a string or an integer, never a bool (True would alias 1)."""
-    return isinstance(value, str | int) and not isinstance(value, bool)
 
 
 @dataclass

@@ -1,26 +1,29 @@
-"""The host side's protocol eras, without the SDK: what Gatekeeper answers that depends on them.
+"""The host side's protocol eras: what Gatekeeper answers that depends on them.
 
-Step 3 of issue 12 replaces the SDK's ``Server`` toward the host (~1 s import, ~40 MiB) with our own
-dispatcher. This module holds the era rules that dispatcher needs, as the SDK 2.3 server applies them
+The era rules the host side's dispatcher needs, as the SDK 2.3 server applies them
 (``mcp/server/runner.py``, ``mcp/shared/inbound.py``): which era a connection's first request opens,
 the 2026-07-28 envelope checks with their exact codes and texts, the version ``initialize``
 negotiates, the ``initialize`` and ``server/discover`` answers, how a result is shaped per era, and
 ``Connection``: the era lock, which methods exist at a revision, and the handshake gate.
 ``tests/test_hostera.py`` and ``tests/test_hostera_gate.py`` hold each against the SDK (its
 classifier, a real ``Server`` in memory, Gatekeeper's own as ``Proxy`` builds it, and the proxy's
-recorded answers). Stdlib only: nothing here may cost start-up time. Not wired in yet.
+recorded answers). The envelope itself is judged on the ground floor (``proxy/protocol/era.py``).
+Stdlib only: nothing here may cost start-up time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
-from gatekeeper import __version__
 from gatekeeper.proxy.protocol import mcp as w
+from gatekeeper.proxy.protocol.era import (
+    Rejection,
+    classify,
+    has_envelope,
+    server_info,
+)
 
-SERVER_NAME: Final = "gatekeeper"
 INSTRUCTIONS: Final = (
     "Gatekeeper guards writes: tools marked [Gatekeeper] only propose a file, which a person approves or "
     "rejects on the review page. Use gatekeeper_proposal_status to follow one."
@@ -31,32 +34,6 @@ CACHEABLE_METHODS: Final = frozenset(
 """Results that carry ``ttlMs``/``cacheScope`` at 2026-07-28 (mcp_types.methods.CACHEABLE_METHODS)."""
 CACHE_DEFAULTS: Final = {"ttlMs": 0, "cacheScope": "private"}
 """The SDK result models' defaults: immediately stale, never shared across authorisations."""
-_REQUIRED = (w.PROTOCOL_VERSION_META_KEY, w.CLIENT_CAPABILITIES_META_KEY)
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """A request refused before any handler runs: a JSON-RPC error's fields."""
-
-    code: int
-    message: str
-    data: Any = None
-
-    def error(self) -> dict[str, Any]:
-        """The ``error`` member of the answer (``data`` only when there is one, as the SDK writes it)."""
-        out: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            out["data"] = self.data
-        return out
-
-
-@dataclass(frozen=True)
-class Envelope:
-    """A 2026-07-28 request's accepted envelope (``clientInfo`` is optional and its shape unchecked)."""
-
-    protocol_version: str
-    client_info: Any
-    client_capabilities: Any
 
 
 ENVELOPE_ON_LEGACY: Final = Rejection(
@@ -74,42 +51,6 @@ def opens_modern(method: str, params: Any) -> bool:
     era and is then refused by ``classify``. ``initialize`` never does, even with an envelope.
     """
     return method != "initialize" and has_envelope(params)
-
-
-def has_envelope(params: Any) -> bool:
-    """Whether ``params._meta`` holds the protocol-version key (legacy ``_meta`` never does)."""
-    if not isinstance(params, Mapping) or not params:
-        return False
-    meta = params.get("_meta")
-    return isinstance(meta, Mapping) and w.PROTOCOL_VERSION_META_KEY in meta
-
-
-def classify(params: Any) -> Envelope | Rejection:
-    """A 2026-07-28 request's envelope, or the first rung it fails (stdio: no header rung)."""
-    meta = params.get("_meta") if isinstance(params, Mapping) else None
-    if not isinstance(meta, Mapping):
-        return Rejection(
-            w.INVALID_PARAMS,
-            f"params._meta must be an object carrying the required {w.PROTOCOL_VERSION_META_KEY!r} and "
-            f"{w.CLIENT_CAPABILITIES_META_KEY!r} envelope keys",
-        )
-    missing = [key for key in _REQUIRED if key not in meta]
-    if missing:
-        return Rejection(
-            w.INVALID_PARAMS, f"params._meta is missing the required envelope key(s): {', '.join(missing)}"
-        )
-    version = meta[w.PROTOCOL_VERSION_META_KEY]
-    if not isinstance(version, str):
-        return Rejection(w.INVALID_PARAMS, "the protocol-version envelope value must be a string")
-    if version not in w.MODERN_PROTOCOL_VERSIONS:
-        return unsupported(version)
-    return Envelope(version, meta.get(w.CLIENT_INFO_META_KEY), meta[w.CLIENT_CAPABILITIES_META_KEY])
-
-
-def unsupported(requested: str) -> Rejection:
-    """-32022 naming the versions served, for an envelope at a version we do not serve."""
-    data = {"supported": list(w.MODERN_PROTOCOL_VERSIONS), "requested": requested}
-    return Rejection(w.UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version", data)
 
 
 def initialize_on_modern(params: Any) -> Rejection:
@@ -131,11 +72,6 @@ def negotiated_version(requested: str) -> str:
     ``requested`` must already have passed the params check (a string): a non-string is -32602 there.
     """
     return requested if requested in w.HANDSHAKE_PROTOCOL_VERSIONS else w.LATEST_HANDSHAKE_VERSION
-
-
-def server_info() -> dict[str, Any]:
-    """Gatekeeper's ``serverInfo`` (a fresh dict: a caller may change its copy)."""
-    return {"name": SERVER_NAME, "version": __version__}
 
 
 def capabilities(*, modern: bool, completions: bool) -> dict[str, Any]:

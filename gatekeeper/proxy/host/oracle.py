@@ -23,7 +23,7 @@ from typing import Any
 import mcp_types as types
 from pydantic import ValidationError
 
-from gatekeeper.proxy.host.parse import MAX_DEPTH, MIN_LINE_BYTES, SCAN_BYTES, OnRefusal, depth
+from gatekeeper.proxy.protocol.limits import MAX_DEPTH, MIN_LINE_BYTES, SCAN_BYTES, OnRefusal, depth
 
 __all__ = ["MIN_LINE_BYTES", "OnRefusal", "Refusal", "check", "parse", "recover"]
 

@@ -16,9 +16,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from gatekeeper.proxy.host.dispatch import RpcError
 from gatekeeper.proxy.host.era import HANDSHAKE_METHODS, MODERN_METHODS
 from gatekeeper.proxy.protocol import mcp as w
+from gatekeeper.proxy.protocol.rpc import RpcError
 
 log = logging.getLogger("gatekeeper.proxy.hostparams")
 

@@ -6,33 +6,20 @@ request, notification or response, which orjson reads in microseconds. ``parse``
 anything else (a line orjson rejects or would round, an unusual shape, deep nesting, a line over the
 limit) goes to ``wire.parse``, imported only then, so a refused line gets exactly the SDK-checked
 reason, code and message. ``tests/test_wire_oracle.py`` holds the two to the same answers over the
-malformed corpus and generated lines. The host side (``proxy/host/session.py``) reads every line through here.
+malformed corpus and generated lines. The host side (``proxy/session.py``) reads every line through here.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from gatekeeper.proxy.protocol.limits import BIG_NUMBER, LINE_FACTOR, MAX_DEPTH, MIN_LINE_BYTES, depth
+
 if TYPE_CHECKING:
     from gatekeeper.proxy.host.oracle import Refusal
 
-MAX_DEPTH: Final = 100
-"""Deepest nesting of arrays and objects in one message (the SDK's own parser stops at 201);
-wire.py takes it, and ``depth``, from here."""
-SCAN_BYTES: Final = 1024 * 1024
-"""How much of a broken or over-long line is kept and scanned for its id and method (``wire.py``)."""
-MIN_LINE_BYTES: Final = 64 * 1024 * 1024
-"""Every message may be this large, whatever the policy says (the smallest line limit)."""
-LINE_FACTOR: Final = 8
-"""A proposal's content grows up to 6 times when escaped as JSON: the cap is 8 × the largest max_bytes."""
-OnRefusal = Callable[[dict[str, Any]], Awaitable[None]]
-"""Told of each refused line, with its bounded audit payload (``Refusal.payload``)."""
-BIG_NUMBER: Final = re.compile(rb"[0-9]{19}")  # orjson silently rounds integers past 64 bits to floats; the one copy
-"""19 digits in a row: maybe an integer beyond 64 bits, which orjson would round to a float."""
 _BIG_DIGITS: Final = 19
 _NOT_COUNTED: Final = bytes(sorted(set(range(256)) - set(b"0123456789{[")))
 """Deleted before counting: what is left is the line's digits and opening brackets."""
@@ -53,13 +40,13 @@ def parse(line: bytes, *, size: int | None = None, limit: int = MIN_LINE_BYTES) 
     ``size`` is the full size when ``line`` is only the start of an over-long line.
     """
     if (len(line) if size is None else size) <= limit:
-        message = lean(line)
+        message = quick(line)
         if message is not None:
             return message
     return oracle(line, size=size, limit=limit)
 
 
-def lean(line: bytes) -> dict[str, Any] | None:
+def quick(line: bytes) -> dict[str, Any] | None:
     """The message when orjson reads it and its shape is plainly valid; None: ask the oracle."""
     counted = line.translate(None, _NOT_COUNTED)  # one pass in C; the regex below is ~20x slower per byte
     openers = counted.count(b"{") + counted.count(b"[")
@@ -103,24 +90,6 @@ def _plain(message: dict[str, Any]) -> bool:
 def _id(value: Any) -> bool:
     """A JSON-RPC id: a string or an integer (never a bool, a float or null)."""
     return type(value) is str or type(value) is int
-
-
-def depth(value: Any) -> int:
-    """Nesting depth of parsed JSON, without recursion; stops counting past ``MAX_DEPTH``."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, level)
-        if level > MAX_DEPTH:
-            return level
-        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
-    return deepest
 
 
 def oracle(line: bytes, *, size: int | None = None, limit: int = MIN_LINE_BYTES) -> dict[str, Any] | Refusal:

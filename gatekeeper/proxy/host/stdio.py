@@ -26,8 +26,8 @@ from contextlib import asynccontextmanager
 import anyio
 import anyio.to_thread
 
-from gatekeeper.proxy.host.parse import OnRefusal
 from gatekeeper.proxy.protocol.framing import Framer
+from gatekeeper.proxy.protocol.limits import OnRefusal
 
 log = logging.getLogger("gatekeeper.proxy.wire")
 
@@ -215,7 +215,7 @@ def claim(fd: int, diversion: Callable[[], int]) -> int | None:
 
 
 @asynccontextmanager
-async def lean_stdio(
+async def host_stdio(
     on_refusal: OnRefusal, limit: int, fast: OnLine | None = None
 ) -> AsyncIterator[tuple[HostIn, HostOut]]:
     """The host's stdio for our own host side: queued lines in, one writer out.

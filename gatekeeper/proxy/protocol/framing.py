@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from gatekeeper.proxy.host.parse import LINE_FACTOR, SCAN_BYTES
+from gatekeeper.proxy.protocol.limits import LINE_FACTOR, SCAN_BYTES
 
 CHILD_LINE_BYTES: Final = 16 * 1024 * 1024
 """A server's line may be this large, whatever the policy says (raised by its rules' ``max_bytes``)."""

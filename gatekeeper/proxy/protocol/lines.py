@@ -12,10 +12,10 @@ from typing import Any
 
 import orjson
 
-from gatekeeper.proxy.host.parse import BIG_NUMBER
 from gatekeeper.proxy.protocol import mcp as w
+from gatekeeper.proxy.protocol.limits import BIG_NUMBER
+from gatekeeper.proxy.protocol.rpc import Json
 
-Json = dict[str, Any]
 _BIG_DIGITS = 19  # BIG_NUMBER's run
 _DIGITS = b"0123456789"
 _NOT_COUNTED = bytes(sorted(set(range(256)) - set(_DIGITS + b"{[")))

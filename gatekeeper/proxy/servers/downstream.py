@@ -30,9 +30,10 @@ from gatekeeper.policy import Server
 from gatekeeper.policy.commands import executable
 from gatekeeper.proxy.protocol.framing import child_line_limit
 from gatekeeper.proxy.protocol.mcp import CONNECTION_CLOSED, MODERN_PROTOCOL_VERSIONS
+from gatekeeper.proxy.protocol.rpc import Json, RpcError
 from gatekeeper.proxy.servers import early
 from gatekeeper.proxy.servers.carrier import Carrier
-from gatekeeper.proxy.servers.face import ChildClient, Json, Progress, RpcError
+from gatekeeper.proxy.servers.face import ChildClient, DownstreamGone, DownstreamUnavailable, Progress
 from gatekeeper.proxy.servers.failures import describe, innermost
 from gatekeeper.proxy.servers.stdio.process import ChildCommand, ChildPipe, child_environment, child_process
 from gatekeeper.proxy.servers.url.addresses import AddressRefused
@@ -46,14 +47,6 @@ BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
 
 _MARK = early.MARK
 Notify = Callable[["Downstream", Any], Awaitable[None]]
-
-
-class DownstreamUnavailable(Exception):
-    """The server is not running and could not be (re)started now; the message says why."""
-
-
-class DownstreamGone(Exception):
-    """The server's connection closed during a call."""
 
 
 class Downstream:

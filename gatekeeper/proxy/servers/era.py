@@ -44,7 +44,7 @@ class HostEra:
         self._known = anyio.Event()
 
     def heard(self, version: str, request: bool) -> None:
-        """A message the host side accepted (proxy/host/session.py): the first request decides.
+        """A message the host side accepted (proxy/session.py): the first request decides.
         Notifications do not (one may come before the request, and requests alone lock the era)."""
         if request and self.version is None:
             self.version = version

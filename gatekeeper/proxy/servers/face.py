@@ -11,16 +11,23 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Protocol
 
-from gatekeeper.proxy.host.dispatch import RpcError
+from gatekeeper.proxy.protocol.rpc import Json
 
-__all__ = ["ChildClient", "Json", "Progress", "RpcError", "Stamp"]
+__all__ = ["ChildClient", "DownstreamGone", "DownstreamUnavailable", "Progress", "Stamp"]
 
-Json = dict[str, Any]
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 Stamp = Callable[[Json], dict[str, str]]
 """Puts a 2026 child's envelope on a raw request in place; returns the HTTP headers it goes with."""
+
+
+class DownstreamUnavailable(Exception):
+    """The server is not running and could not be (re)started now; the message says why."""
+
+
+class DownstreamGone(Exception):
+    """The server's connection closed during a call."""
 
 
 class ChildClient(Protocol):

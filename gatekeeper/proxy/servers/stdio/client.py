@@ -21,7 +21,8 @@ from typing import Any
 import anyio
 
 from gatekeeper.proxy.protocol import mcp as w
-from gatekeeper.proxy.servers.face import Json, Progress
+from gatekeeper.proxy.protocol.rpc import Json
+from gatekeeper.proxy.servers.face import Progress
 from gatekeeper.proxy.servers.stdio.handshake import Negotiated, negotiate
 from gatekeeper.proxy.servers.stdio.process import ChildPipe, ChildProcess
 from gatekeeper.proxy.servers.stdio.rpc import ChildSession, serving

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gatekeeper.proxy.protocol import mcp as w
-from gatekeeper.proxy.protocol.lines import Json
-from gatekeeper.proxy.servers.stdio.rpc import ChildSession, RpcError
+from gatekeeper.proxy.protocol.rpc import Json, RpcError
+from gatekeeper.proxy.servers.stdio.rpc import ChildSession
 
 CLIENT_INFO: Json = {"name": "mcp", "version": "0.1.0"}
 CAPABILITIES: Json = {"roots": {"listChanged": True}}  # as the SDK client with a roots callback

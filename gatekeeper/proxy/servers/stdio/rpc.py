@@ -22,9 +22,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 import anyio.abc
 
-from gatekeeper.proxy.host.dispatch import RpcError  # one JSON-RPC error, both ways: a child's passes on as it is
 from gatekeeper.proxy.protocol import mcp as w
-from gatekeeper.proxy.protocol.lines import Json, dumps, kind, loads, request_id
+from gatekeeper.proxy.protocol.lines import dumps, kind, loads, request_id
+from gatekeeper.proxy.protocol.rpc import (
+    Json,
+    RpcError,  # one JSON-RPC error, both ways: a child's passes on as it is
+)
 
 __all__ = ["CLOSED", "ChildSession", "Lines", "RpcError", "serving"]
 

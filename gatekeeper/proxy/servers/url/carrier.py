@@ -4,7 +4,7 @@
 Streamable HTTP server as the SDK's transport would: the policy's headers, the session id and
 protocol version that transport sends and the per-request headers of the SDK client's stamp, to the
 address checked at start, with ``GuardedTransport``'s limits, errors and words. A request goes on an
-idle kept-alive connection of our own (proxy/servers/url/http.py, proxy/servers/url/call.py: ~0.3 ms of the proxy's
+idle kept-alive connection of our own (proxy/servers/url/http.py, ``RawCall`` below: ~0.3 ms of the proxy's
 CPU a call, where httpx2's client cost ~1.5 ms); with none idle, on the httpx2 client the SDK
 transport uses. Each message of the answer (a JSON body, or the events of an SSE stream: progress,
 logs, then the response) goes to ``tap`` as bytes; what the tap does not take goes to the SDK
@@ -14,6 +14,17 @@ request must go the SDK way instead (a redirect, which the server did not run); 
 it outlived the policy's timeout (the names are proxy/servers/carrier.py's: the fast path knows them
 without importing this module).
 Cancellation follows the transport: a 2026 POST is aborted, a 2025 one gets ``notifications/cancelled``.
+
+``RawCall``: one fast-path request on a kept-alive connection of our own (proxy/servers/url/http.py),
+as ``HttpCarrier`` sees it.
+
+It turns what the connection reads into what the httpx2 path (``HttpCarrier._answered``) makes of
+the same answer: each message to the tap or the SDK client, the same errors in the same words, the
+policy's timeout as one timer instead of a task and a cancel scope. An answer that is neither 200
+JSON nor 200 events is judged by the httpx2 path's own code (``HttpCarrier.judge``). A connection
+that closes before any byte of the answer (the server dropped it while it was idle, or the server is
+gone) sends the request over httpx2 instead, as a browser retries on a fresh connection; that one
+then gives the httpx2 path's answer, a connection error included.
 """
 
 from __future__ import annotations
@@ -23,7 +34,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import anyio
@@ -45,17 +56,44 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from gatekeeper.proxy.servers.carrier import RESEND, TIMEOUT, Trouble
-from gatekeeper.proxy.servers.url.call import ANSWERED, DRAIN, UNANSWERED
-from gatekeeper.proxy.servers.url.call import RawCall as _RawCall
 from gatekeeper.proxy.servers.url.http import Pool, request_head
 
 if TYPE_CHECKING:
-    from gatekeeper.proxy.servers.url.connection import GuardedTransport
+    import ssl
+
+    from gatekeeper.proxy.servers.url.addresses import Target
+    from gatekeeper.proxy.servers.url.http import Connection
 
 log = logging.getLogger("gatekeeper.proxy.fast")
 
+ANSWERED, UNANSWERED = object(), object()  # a message's outcome: the call's answer, or one before it
+DRAIN = 0.5  # seconds an event stream may go on after the response before the connection is dropped
+
+
 _BASE = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 Deliver = Callable[[SessionMessage | Exception], Awaitable[None]]
+
+
+class Guard(Protocol):
+    """What the carrier reads of the connection's ``GuardedTransport`` (proxy/servers/url/connection.py):
+    the address checked at start, its TLS context, the session the SDK transport holds, and its
+    judgement of an answer our own connections read."""
+
+    @property
+    def target(self) -> Target: ...
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext: ...
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    @property
+    def protocol_version(self) -> str | None: ...
+
+    async def judge(self, request: httpx2.Request, response: httpx2.Response) -> httpx2.Response: ...
+
+    def unreachable(self, rid: Any, what: str) -> httpx2.Response: ...
 
 
 class HttpCarrier:
@@ -70,18 +108,18 @@ class HttpCarrier:
         self.on_trouble: Callable[[Any, str, Trouble], None] | None = None
         self.timeout, self._limit = timeout, body_limit
         self._client: httpx2.AsyncClient | None = None
-        self._guard: GuardedTransport | None = None
+        self._guard: Guard | None = None
         self._url = ""
         self._tasks: set[asyncio.Task[None]] = set()
         self._deliver: Deliver | None = None
         self._posts: dict[str, anyio.CancelScope] = {}
-        self._raw: dict[str, _RawCall] = {}  # requests on our own kept-alive connections
+        self._raw: dict[str, RawCall] = {}  # requests on our own kept-alive connections
         self._pool: Pool | None = None
         self._fixed: dict[str, str] = {}
         self._target_path = "/"
         self._inbox: deque[SessionMessage] = deque()
 
-    def attach(self, client: httpx2.AsyncClient, url: str, guard: GuardedTransport, deliver: Deliver) -> None:
+    def attach(self, client: httpx2.AsyncClient, url: str, guard: Guard, deliver: Deliver) -> None:
         self._client, self._url, self._guard, self._deliver = client, url, guard, deliver
         parts = urlsplit(url)
         secure = parts.scheme == "https"
@@ -139,7 +177,7 @@ class HttpCarrier:
             if self._pool is not None and conn is None:
                 self._pool.warm()
             return True
-        call = _RawCall(self, conn, ours, data, headers)
+        call = RawCall(self, conn, ours, data, headers)
         self._raw[ours] = call
         conn.start(call, head + data)
         return True
@@ -226,7 +264,7 @@ class HttpCarrier:
             return await self._events(ours, response)
         return MCPError(INVALID_REQUEST, f"Unexpected content type: {kind}")
 
-    async def judge(self, call: _RawCall, status: int, headers: list[tuple[str, str]], body: bytes | None) -> None:
+    async def judge(self, call: RawCall, status: int, headers: list[tuple[str, str]], body: bytes | None) -> None:
         """An answer our own connection read whole (not 200 JSON or events): as the httpx2 path takes it."""
         assert self._guard is not None
         sent = {**self._fixed, **self._headers(call.headers)}
@@ -237,13 +275,13 @@ class HttpCarrier:
         outcome = RESEND if judged.has_redirect_location else await self._answered(call.ours, judged)
         call.settled(outcome)
 
-    def broken(self, call: _RawCall, what: str) -> None:
+    def broken(self, call: RawCall, what: str) -> None:
         """Our connection broke before the answer began: the error the httpx2 path gives for that."""
         assert self._guard is not None
         rid = call.ours
         self.spawn(self._broken(call, self._guard.unreachable(rid, what)))
 
-    async def _broken(self, call: _RawCall, response: httpx2.Response) -> None:
+    async def _broken(self, call: RawCall, response: httpx2.Response) -> None:
         call.settled(await self._refused(response))
 
     @staticmethod
@@ -332,3 +370,112 @@ class HttpCarrier:
             if self._deliver is not None:
                 await self._deliver(self._inbox[0])
             self._inbox.popleft()
+
+
+class RawCall:
+    """The request ``ours`` on ``conn``: ``http.Exchange`` for the connection, outcomes for the carrier."""
+
+    def __init__(self, carrier: HttpCarrier, conn: Connection, ours: str, data: bytes, headers: dict[str, str]):
+        self.carrier, self.link, self.ours, self.data, self.headers = carrier, conn, ours, data, headers
+        self.kind = ""
+        self.answered = self.done = self.body_done = False
+        self._loop = asyncio.get_running_loop()
+        self._timer = self._loop.call_later(carrier.timeout, self._timed_out)
+
+    # -- http.Exchange ----------------------------------------------------------------------------
+
+    def head(self, status: int, headers: dict[str, str]) -> str:
+        kind = headers.get("content-type", "").lower()
+        if status == 200 and kind.startswith("application/json"):
+            self.kind = "json"
+        elif status == 200 and kind.startswith("text/event-stream"):
+            self.kind = "sse"
+        else:
+            self.kind = "whole"
+        return self.kind
+
+    def message(self, data: bytes) -> None:
+        if self.done or self.answered:
+            return  # after the response, an event stream's messages are dropped (as the SDK transport drops them)
+        failed = "Failed to parse JSON response" if self.kind == "json" else "Failed to parse SSE message"
+        outcome = self.carrier.take(self.ours, data, failed)
+        if isinstance(outcome, SessionMessage):
+            self.carrier.to_client(outcome)
+        elif outcome is ANSWERED:
+            self.answered = True
+            self._timer.cancel()
+            self.carrier.forget(self.ours)
+            if self.kind == "sse" and not self.body_done:
+                self._timer = self._loop.call_later(DRAIN, self._drop_connection)
+        elif outcome is not UNANSWERED:
+            if self.kind == "sse":
+                self._drop_connection()  # the rest of the stream is not read: the connection cannot be reused
+            self.settled(outcome)
+
+    def whole(self, status: int, headers: list[tuple[str, str]], body: bytes | None) -> None:
+        if not self.done:
+            self.carrier.spawn(self.carrier.judge(self, status, headers, body))
+
+    def failed(self, what: str, fresh: bool) -> None:
+        self.body_done = True  # the connection is gone: nothing of it to drop any more
+        if self.done or self.answered:
+            self._timer.cancel()
+            return
+        if fresh:  # nothing came back: the httpx2 path sends it, on a connection of its own
+            self._finish()
+            self.carrier.resend(self.ours, self.data, self.headers)
+        elif self.kind == "json":
+            self.settled(MCPError(PARSE_ERROR, f"Failed to parse JSON response: reading the answer failed ({what})"))
+        elif self.kind == "sse":
+            self.settled(MCPError(CONNECTION_CLOSED, f"SSE stream failed: reading the answer failed ({what})"))
+        else:
+            self.carrier.broken(self, what)
+
+    def ended(self, over_limit: bool) -> None:
+        self.body_done = True
+        if over_limit and not self.answered and self.kind in ("json", "sse"):
+            what = f"the answer is over {self.carrier.limit // (1024 * 1024)} MB; refused"
+            if self.kind == "json":
+                self.settled(MCPError(PARSE_ERROR, f"Failed to parse JSON response: {what}"))
+            else:
+                self.settled(MCPError(CONNECTION_CLOSED, f"SSE stream failed: {what}"))
+        elif self.answered:
+            self._timer.cancel()
+            self.done = True
+        elif self.kind == "sse":
+            self.settled(MCPError(CONNECTION_CLOSED, "SSE stream ended without a response"))
+        # json that was not the answer: it waits for the timeout, as on the httpx2 path; whole: being judged
+
+    # -- outcomes ----------------------------------------------------------------------------------
+
+    def settled(self, outcome: object) -> None:
+        """What the answer came to: an error or ``RESEND``/``TIMEOUT`` is reported; ``UNANSWERED`` waits on."""
+        if self.done or outcome is UNANSWERED:  # UNANSWERED: a judged answer that was not the response
+            return
+        self._finish()
+        if isinstance(outcome, MCPError | str):
+            self.carrier.report(self.ours, outcome)
+
+    def drop(self) -> None:
+        """Cancelled by the host (2026: the POST is aborted), or the connection to the server ends."""
+        self._finish()
+        self._drop_connection()
+
+    def _finish(self) -> None:
+        self.done = True
+        self._timer.cancel()
+        self.carrier.forget(self.ours)
+
+    def _timed_out(self) -> None:
+        if self.done:
+            return
+        self._finish()
+        self._drop_connection()
+        trouble: Trouble = TIMEOUT
+        self.carrier.report(self.ours, trouble)
+
+    def _drop_connection(self) -> None:
+        """Abort the connection while it still carries this request's answer (never once it serves another)."""
+        if not self.body_done:
+            self.body_done = True
+            self.link.abort()

@@ -23,7 +23,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar
 
 import anyio
 import httpx2
@@ -34,15 +34,14 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from gatekeeper.policy import Server
+from gatekeeper.proxy.protocol.rpc import RpcError
 from gatekeeper.proxy.servers import early
-from gatekeeper.proxy.servers.downstream import DownstreamUnavailable
-from gatekeeper.proxy.servers.face import ChildClient, RpcError
+from gatekeeper.proxy.servers.face import ChildClient, DownstreamUnavailable
 from gatekeeper.proxy.servers.url.addresses import Resolver, Target, resolve, system_resolver
 from gatekeeper.proxy.servers.url.carrier import HttpCarrier
 
 if TYPE_CHECKING:
     from gatekeeper.proxy.servers.carrier import Carrier
-    from gatekeeper.proxy.servers.downstream import Downstream
 
 T = TypeVar("T")
 
@@ -165,7 +164,23 @@ def carrier(server: Server) -> HttpCarrier:
     return HttpCarrier(server.timeout, BODY_LIMIT)
 
 
-async def call(downstream: Downstream, client: ChildClient, method: Callable[[ChildClient], Awaitable[T]]) -> T:
+class Supervised(Protocol):
+    """What ``call`` needs of the ``Downstream`` it calls for: its name and timeout, to renew its session."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> Server: ...
+
+    def mark_gone(self) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+    async def ready(self) -> ChildClient: ...
+
+
+async def call(downstream: Supervised, client: ChildClient, method: Callable[[ChildClient], Awaitable[T]]) -> T:
     """One request to a url server (``Downstream.call``), bounded by the policy's timeout. A session the
     server forgot (it restarted) is replaced once and the request sent again: it never ran there, and
     only reads and allowed calls come here (a proposal's effect never reaches a server)."""

@@ -16,7 +16,8 @@ from typing import Any, cast
 import mcp_types as types
 from mcp import Client, MCPError
 
-from gatekeeper.proxy.servers.face import Json, Progress, RpcError
+from gatekeeper.proxy.protocol.rpc import Json, RpcError
+from gatekeeper.proxy.servers.face import Progress
 
 OnMessage = Callable[[Json | Exception], Awaitable[None]]
 OnLog = Callable[[Json], Awaitable[None]]

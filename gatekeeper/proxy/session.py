@@ -1,16 +1,16 @@
-"""The host side: our own JSON-RPC server toward the host, without the SDK's ``Server`` (issue 12).
+"""One host connection: our JSON-RPC server toward the host, in front of the routing's handlers.
 
-Why: the SDK server costs ~1 s of start-up and ~40 MiB, and every host line a pydantic round trip.
-Here a host line goes: ``hostio`` (queued lines) -> ``wireparse`` (orjson; the SDK's parser only
-for a line it is unsure of) -> ``hostera.Connection`` (era lock, envelope rungs, handshake gate)
--> ``hostrpc.HostRpc`` (a task per request, cancellation) -> the ``Proxy``'s own handlers -> a
-result shaped per era (``hostera.shape_result``) -> ``HostOut``, the one writer of stdout.
+A host line goes: ``host/stdio`` (queued lines) -> ``host/parse`` (orjson; the oracle,
+``host/oracle``, only for a line it is unsure of) -> ``host/era.Connection`` (era lock, envelope
+rungs, handshake gate) -> ``host/dispatch.HostRpc`` (a task per request, cancellation) -> the
+``Proxy``'s own handlers (proxy/routing.py) -> a result shaped per era (``host/era.shape_result``)
+-> ``HostOut``, the one writer of stdout. The fast path (``proxy/fast/path.py``) takes its lines
+first; a ``HostState`` is what ``Proxy`` and the fast path read of the host. Params are checked by
+our own rules (``host/params``; the SDK's models only for what they cannot vouch for), so a
+url-free policy never imports the SDK (tests/test_startup_imports.py). tests/test_hostera*.py hold
+these answers to an SDK ``Server`` configured as Gatekeeper's used to be (tests/sdk_oracle_host.py).
 
-The fast path (``proxy/fast/path.py``) takes its lines first; a ``LeanSession`` is the host
-session ``Proxy`` and the fast path read. Params are checked by our own rules (``hostparams``; the
-SDK's models only for what they cannot vouch for), so a url-free policy never imports the SDK
-(tests/test_startup_imports.py). tests/test_hostera*.py hold these answers to an SDK ``Server``
-configured as Gatekeeper's used to be (tests/sdk_oracle_host.py).
+It lives above the host side because it joins the host's requests to the routing.
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ import orjson
 
 from gatekeeper.proxy.host import parse as wireparse
 from gatekeeper.proxy.host.call import HostCall
-from gatekeeper.proxy.host.dispatch import HostRpc, Message, Request, RpcError, correlation_key, valid_id
-from gatekeeper.proxy.host.era import Connection, Rejection, discover_result, initialize_result, shape_result
+from gatekeeper.proxy.host.dispatch import HostRpc, Message, Request
+from gatekeeper.proxy.host.era import Connection, discover_result, initialize_result, shape_result
 from gatekeeper.proxy.host.params import check_params
-from gatekeeper.proxy.host.stdio import HostIn, HostOut, lean_stdio
+from gatekeeper.proxy.host.stdio import HostIn, HostOut, host_stdio
 from gatekeeper.proxy.protocol import mcp as w
+from gatekeeper.proxy.protocol.era import Rejection
+from gatekeeper.proxy.protocol.rpc import RpcError, correlation_key, valid_id
 
 if TYPE_CHECKING:
     from gatekeeper.proxy.routing import Proxy
@@ -81,11 +83,11 @@ def notice(method: str, params: Message | None = None) -> Message:
     return message
 
 
-class LeanSession:
-    """What ``Proxy`` asks of ``proxy.host`` (the SDK's ``ServerSession`` stood here once): the era,
-    whether the handshake is done, list_changed and log lines for a handshake-era host."""
+class HostState:
+    """What ``Proxy`` asks of ``proxy.host``: the era, whether the handshake is done, list_changed
+    and log lines for a handshake-era host."""
 
-    def __init__(self, host: LeanHost) -> None:
+    def __init__(self, host: HostSession) -> None:
         self._host = host
 
     @property
@@ -141,7 +143,7 @@ def dumped(result: Any) -> Message:
     return cast(Message, result.model_dump(by_alias=True, mode="json", exclude_none=True))
 
 
-class LeanHost:
+class HostSession:
     """One host connection served by our own dispatcher, in front of ``proxy``'s handlers."""
 
     def __init__(self, proxy: Proxy, out: HostOut) -> None:
@@ -153,7 +155,7 @@ class LeanHost:
         self.listening: set[Any] = set()  # the open listen streams' event inboxes
         self.completions: bool | None = None  # advertised or not: decided by the first initialize/discover
         self.deciding = anyio.Lock()
-        proxy.host = LeanSession(self)
+        proxy.host = HostState(self)
 
     async def send(self, message: Message) -> None:
         self.out.write(encode(message))
@@ -308,15 +310,15 @@ class LeanHost:
         )
 
 
-async def serve_lean(proxy: Proxy) -> None:
+async def serve_host(proxy: Proxy) -> None:
     """Serve the host on stdio until its input ends; then the children end (the proxy's lifespan)."""
     log_on = logging.getLogger("gatekeeper.proxy")
     log_on.info("host side: lean")
-    async with lean_stdio(proxy.wire_refused, proxy.line_limit(), proxy.fast.host_line) as (host_in, out):
+    async with host_stdio(proxy.wire_refused, proxy.line_limit(), proxy.fast.host_line) as (host_in, out):
         proxy.fast.attach(out)
         sys.stdout = sys.stderr  # a stray print() must never reach the wire (see shared notes)
         async with proxy.lifespan():
-            await LeanHost(proxy, out).serve(host_in)
+            await HostSession(proxy, out).serve(host_in)
     log_on.info("host side ended; %s", sdk_note())
 
 
