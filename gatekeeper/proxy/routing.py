@@ -23,10 +23,10 @@ from gatekeeper.policy import RESERVED_TOOL, Policy
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Catalog, Route
 from gatekeeper.proxy.completion import Completions, offers_completions
-from gatekeeper.proxy.fast import rewrite as eras
+from gatekeeper.proxy.fast import rewrite
 from gatekeeper.proxy.fast.path import FastPath
 from gatekeeper.proxy.fast.rewrite import ChildView
-from gatekeeper.proxy.host import parse as wireparse
+from gatekeeper.proxy.host import parse
 from gatekeeper.proxy.host.call import HostCall
 from gatekeeper.proxy.listchanges import Changed, ListChanges
 from gatekeeper.proxy.listing import ToolListing
@@ -162,7 +162,7 @@ class Proxy:
 
     def log_levels(self) -> frozenset[str] | None:
         """What a 2025 host lets through (None: it set no level, so every line)."""
-        return eras.at_or_above(self.log_level)
+        return rewrite.at_or_above(self.log_level)
 
     def host_version(self) -> str | None:
         """The protocol revision of the host's connection, once the host side has seen a request."""
@@ -207,7 +207,7 @@ class Proxy:
             for rule in server.tools.values()
             if rule.propose is not None
         ]
-        return wireparse.line_limit(sizes)
+        return parse.line_limit(sizes)
 
     async def _on_child_event(self, kind: str, payload: dict[str, Any]) -> None:
         log.info("%s %s", kind, payload.get("server"))

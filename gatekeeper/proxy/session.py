@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import anyio
 import orjson
 
-from gatekeeper.proxy.host import parse as wireparse
+from gatekeeper.proxy.host import parse
 from gatekeeper.proxy.host.call import HostCall
 from gatekeeper.proxy.host.dispatch import HostRpc, Message, Request
 from gatekeeper.proxy.host.era import Connection, discover_result, initialize_result, shape_result
@@ -178,7 +178,7 @@ class HostSession:
             line, size = item
             if not line.strip():
                 continue  # a blank line is framing, not a message
-            outcome = wireparse.parse(line, size=len(line) if size is None else size, limit=host_in.limit)
+            outcome = parse.parse(line, size=len(line) if size is None else size, limit=host_in.limit)
             if isinstance(outcome, dict):
                 yield outcome
                 continue

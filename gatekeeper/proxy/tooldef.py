@@ -1,4 +1,4 @@
-"""A tool's pinned definition from the raw dict a server listed, without the SDK's models.
+"""A tool's pinned definition from the raw dict a server listed.
 
 The pin digest has always been ``canonical_json(Tool.model_validate(raw).model_dump(mode="json",
 by_alias=True, exclude_none=True))`` (proxy/catalog.py): unknown keys dropped, ``null`` fields

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
-from gatekeeper.proxy.fast import rewrite as eras
+from gatekeeper.proxy.fast import rewrite
 from gatekeeper.proxy.fast.reply import ID_PREFIX, Pending, Replies, loads
 from gatekeeper.proxy.fast.rewrite import ChildView
 from gatekeeper.proxy.protocol.limits import MAX_DEPTH, depth
@@ -62,7 +62,7 @@ class FastPath(Replies):
         self.pending: dict[str, Pending] = {}  # our id -> the call
         self.by_host: dict[tuple[type, str | int], str] = {}  # host id -> our id
         self._next = 0
-        self.enabled = os.environ.get("GATEKEEPER_FAST_PATH", "1") != "0"  # 0: every call the SDK way (A/B)
+        self.enabled = os.environ.get("GATEKEEPER_FAST_PATH", "1") != "0"  # 0: every call via dispatch (A/B)
 
     def attach(self, out: HostOut) -> None:
         self.out = out
@@ -100,10 +100,10 @@ class FastPath(Replies):
         levels: frozenset[str] | None = None
         modern = isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
         if modern:
-            levels = eras.envelope_levels(message, cast(dict[str, Any], meta), self.proxy.host_version())
+            levels = rewrite.envelope_levels(message, cast(dict[str, Any], meta), self.proxy.host_version())
             if levels is None:
                 return False
-            meta = {k: v for k, v in cast(dict[str, Any], meta).items() if not k.startswith(eras.HOST_META)}
+            meta = {k: v for k, v in cast(dict[str, Any], meta).items() if not k.startswith(rewrite.HOST_META)}
         ours = f"{ID_PREFIX}{self._next}"
         token = None
         if method == "tools/call":
@@ -127,7 +127,7 @@ class FastPath(Replies):
         # An HTTP carrier needs the stamp's headers; a pipe only the envelope (computed once per client).
         headers = client.stamp(request) if carrier.wants_headers else client.envelope(request)
         if client.modern:
-            eras.ask_for(request, levels if modern else self.proxy.log_levels(), True)
+            rewrite.ask_for(request, levels if modern else self.proxy.log_levels(), True)
         if not isinstance(getattr(carrier.tap, "__self__", None), _Tap):  # one tap per carrier, knowing it
             carrier.tap = _Tap(self, carrier).line
             carrier.on_end, carrier.on_trouble = self.child_ended, self.trouble

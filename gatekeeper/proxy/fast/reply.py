@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from gatekeeper.proxy.fast import rewrite as eras
+from gatekeeper.proxy.fast import rewrite
 from gatekeeper.proxy.protocol.era import server_info
 from gatekeeper.proxy.protocol.lines import big_number
 from gatekeeper.proxy.protocol.mcp import INTERNAL_ERROR, SERVER_INFO_META_KEY, tool_error
@@ -99,7 +99,7 @@ class Replies:
         levels = calls[-1].log_levels
         if levels is None:  # a 2025 host: the level it set with logging/setLevel, if any
             levels = self.proxy.log_levels()
-        level, note = eras.log_note(loads(line))
+        level, note = rewrite.log_note(loads(line))
         if note is None:
             return False
         if levels is None or level in levels:  # else not opted in on this request: the SDK drops it too
@@ -147,7 +147,7 @@ class Replies:
             message = json.loads(line)
         message["id"] = call.host_id
         result = message.get("result")
-        if isinstance(result, dict) and not eras.restamp(call.method, result, server_info()):
+        if isinstance(result, dict) and not rewrite.restamp(call.method, result, server_info()):
             self._not_complete(call, result.get("resultType"))
             return
         self._write(message)

@@ -1,4 +1,4 @@
-"""One host request as the proxy's domain sees it: plain values, no SDK objects.
+"""One host request as the proxy's domain sees it: plain values.
 
 The proposing flow (proxy/proposing.py) and the 2026-07-28 hand-off (proxy/handoff.py) need to
 know who asked, in which protocol revision, what the host can do, and how to report progress.

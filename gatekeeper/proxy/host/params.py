@@ -1,4 +1,4 @@
-"""The params check of a host's request, without importing the SDK for the shapes hosts send.
+"""The params check of a host's request: the shapes hosts send, judged by our own stdlib rules.
 
 Why: the SDK server checks every request's params against its pydantic surface models
 (``mcp_types.methods.validate_client_request``); importing those costs ~0.3 s and ~15 MiB, and

@@ -1,4 +1,4 @@
-"""The host's stdio, owned on the event loop: no worker-thread hop per message, no SDK import.
+"""The host's stdio, owned on the event loop: no worker-thread hop per message.
 
 Stdin is read by an asyncio pipe protocol on a private duplicate of fd 0 (fd 0 then points at
 the null device, fd 1 at stderr, as the SDK's own stdio server does), and split into lines.

@@ -1,4 +1,4 @@
-"""What a JSON-RPC line from a child is, without the SDK's models: parsed, classified, correlated.
+"""What a JSON-RPC line from a child is: parsed, classified, correlated.
 
 The SDK client validates each line into ``JSONRPCRequest | JSONRPCNotification | JSONRPCResponse |
 JSONRPCError``; ``kind`` makes the same four-way decision on the parsed dict (anything else is junk,

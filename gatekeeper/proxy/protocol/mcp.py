@@ -1,4 +1,4 @@
-"""The MCP wire facts the proxy needs, as plain values: no SDK import on the start-up path.
+"""The MCP wire facts the proxy needs, as plain values, cheap to import on the start-up path.
 
 Importing `mcp_types` costs ~1 s and ~30 MiB before the proxy can spawn a child (issue 12), so
 the proxy reads codes, envelope keys and versions from here, and its domain builds its results
