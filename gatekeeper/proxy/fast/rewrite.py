@@ -144,7 +144,7 @@ def _handshake(version: str) -> Callable[[dict[str, Any]], dict[str, str]]:
 
 def envelope_levels(message: dict[str, Any], meta: dict[str, Any], host_version: str | None) -> frozenset[str] | None:
     """The log levels a 2026 request opted in to, or None if the SDK must answer it: an envelope
-    the SDK's own classifier refuses (``hostera.classify``, held to it by tests/test_hostera.py), a
+    the SDK's own classifier refuses (``protocol/era.classify``, held to it by tests/test_hostera.py), a
     log level it would reject, a version not the host's."""
     if meta.get(PROTOCOL_VERSION_META_KEY) != host_version:
         return None

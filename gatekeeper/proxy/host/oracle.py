@@ -1,6 +1,6 @@
 """The SDK's judgement of one host line: the oracle ``proxy/host/parse.py`` asks when it is unsure.
 
-``wireparse.parse`` reads nearly every line itself (orjson and a shape check). A line it cannot
+``host/parse.parse`` reads nearly every line itself (orjson and a shape check). A line it cannot
 vouch for (one orjson rejects or would round, an unusual shape, deep nesting, a line over the
 limit) comes here, and only then are the SDK's wire types (``mcp_types``, pydantic) imported. The
 SDK's own stdio transport drops a line it cannot parse or validate without answering, and decodes

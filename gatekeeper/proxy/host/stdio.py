@@ -3,7 +3,7 @@
 Stdin is read by an asyncio pipe protocol on a private duplicate of fd 0 (fd 0 then points at
 the null device, fd 1 at stderr, as the SDK's own stdio server does), and split into lines.
 Each line is first offered to the fast path (``proxy/fast/path.py``); what it does not take waits
-in ``HostIn`` for the host side (``hostlean``), in order.
+in ``HostIn`` for the session (proxy/session.py), in order.
 Stdout has ONE writer: ``HostOut.write``, whole lines only, so answers never interleave. A host
 that stops reading does not block the loop: the pipe transport buffers, writers wait for it to
 drain, and the fast path steps aside (``HostOut.congested``) so its lines wait too.

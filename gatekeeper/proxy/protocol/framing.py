@@ -27,7 +27,7 @@ Emit = Callable[[bytes, "int | None"], None]
 
 def child_line_limit(max_bytes: list[int]) -> int:
     """The largest line a server may write: room for reading back any file its rules let a proposal
-    write (escaped as JSON, as the host's cap allows: ``wireparse.line_limit``), and no more."""
+    write (escaped as JSON, as the host's cap allows: ``host/parse.line_limit``), and no more."""
     return max([CHILD_LINE_BYTES, *(LINE_FACTOR * m for m in max_bytes)])
 
 
