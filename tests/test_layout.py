@@ -117,7 +117,7 @@ def _proxy_imports(root: Path = PROXY) -> dict[str, set[str]]:
     return arrows
 
 
-def _circles(arrows: dict[str, set[str]]) -> list[list[str]]:
+def _proxy_circles(arrows: dict[str, set[str]]) -> list[list[str]]:
     """The import circles: each strongly connected group of more than one module (Tarjan's)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -147,11 +147,11 @@ def _circles(arrows: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_circle_inside_the_proxy() -> None:
-    assert _circles(_proxy_imports()) == []
+    assert _proxy_circles(_proxy_imports()) == []
 
 
-def test_the_circle_check_can_fail() -> None:
-    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+def test_the_proxy_circle_check_can_fail() -> None:
+    assert _proxy_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 def _floor_breaches(arrows: dict[str, set[str]]) -> list[str]:
@@ -181,7 +181,7 @@ def test_proxy_imports_run_only_down_its_floors() -> None:
     assert _floor_breaches(_proxy_imports()) == []
 
 
-def test_the_floor_check_can_fail() -> None:
+def test_the_proxy_floor_check_can_fail() -> None:
     arrows = {
         "protocol.rpc": {"host.parse"},
         "host.parse": {"servers.face"},
