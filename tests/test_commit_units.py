@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from gatekeeper.audit.verify import verify_chain
-from gatekeeper.commit import fsops, syscalls
+from gatekeeper.commit import fsops
 from gatekeeper.commit.lock import CommitLock, CommitterBusy
 from gatekeeper.commit.testing import CRASH_POINTS, Switches
 from gatekeeper.errors import Conflict, InvalidInput
 from gatekeeper.home import Home
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
+from gatekeeper.workspace import beneath, syscalls
 from tests.helpers import PROOF, add_reviewer, draft
 
 
@@ -176,13 +177,13 @@ def test_open_dir_creates_beneath_and_names_what_is_in_the_way(tmp_path: Path, n
     sw = Switches(no_openat2=no_openat2)
     (tmp_path / "file").write_text("x")
     (tmp_path / "sym").symlink_to(tmp_path)
-    root = fsops.open_root(tmp_path)
+    root = beneath.open_root(tmp_path)
     try:
         os.close(fsops.open_dir(root, ["a", "b", "c"], sw, create=True))
         assert (tmp_path / "a" / "b" / "c").is_dir()
-        with pytest.raises(fsops.InTheWay, match="'file' is a file, not a folder"):
+        with pytest.raises(beneath.InTheWay, match="'file' is a file, not a folder"):
             fsops.open_dir(root, ["file", "x"], sw, create=True)
-        with pytest.raises(fsops.InTheWay, match="'a/sym2' is a symbolic link"):
+        with pytest.raises(beneath.InTheWay, match="'a/sym2' is a symbolic link"):
             (tmp_path / "a" / "sym2").symlink_to(tmp_path / "nowhere")
             fsops.open_dir(root, ["a", "sym2"], sw, create=True)
         with pytest.raises(FileNotFoundError):
