@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gatekeeper.commit import fsops, swap
-from gatekeeper.commit.testing import OFF
+from gatekeeper.commit.switches import OFF
 from gatekeeper.workspace import beneath
 from gatekeeper.workspace.probe import probe
 from gatekeeper.workspace.reading import read_at

@@ -32,9 +32,9 @@ def _line(r: Any) -> str:
 
 def _switches() -> Any:
     """The crash-test switches from the environment; a run with any set says so on stderr."""
-    from gatekeeper.commit import testing
+    from gatekeeper.commit import faults
 
-    switches = testing.Switches.from_env()
+    switches = faults.from_env()
     if switches.active:
         click.echo(f"warning: test-only switches are set ({', '.join(switches.active)}); unset them", err=True)
     return switches

@@ -30,7 +30,7 @@ from gatekeeper.commit.policy_source import PolicySource as PolicySource  # wher
 from gatekeeper.commit.quorum import check_all
 from gatekeeper.commit.report import PassReport as PassReport  # where callers import them
 from gatekeeper.commit.report import Result as Result
-from gatekeeper.commit.testing import OFF, Switches
+from gatekeeper.commit.switches import OFF, Switches
 from gatekeeper.commit.trust import Trust
 from gatekeeper.home import Home
 from gatekeeper.policy import Policy

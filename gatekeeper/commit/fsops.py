@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gatekeeper.commit.testing import Switches
+from gatekeeper.commit.switches import Switches
 from gatekeeper.workspace import syscalls
 from gatekeeper.workspace.beneath import InTheWay, open_folder, same_inode
 from gatekeeper.workspace.probe import probe

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gatekeeper.commit import fsops
-from gatekeeper.commit.testing import Switches
+from gatekeeper.commit.switches import Switches
 from gatekeeper.workspace import syscalls
 from gatekeeper.workspace.probe import probe
 
