@@ -15,13 +15,13 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from gatekeeper.approval import ApprovalRefused
 from gatekeeper.cli import cli
 from gatekeeper.errors import Conflict
 from gatekeeper.home import Home
-from gatekeeper.passwords import hash_password
 from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import Store
+from gatekeeper.trust.approval import ApprovalRefused
+from gatekeeper.trust.passwords import hash_password
 from tests.helpers import draft
 from tests.passkey_support import approve, enrol, sign
 from tests.pg_support import BACKENDS, connect_now

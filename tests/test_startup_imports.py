@@ -43,7 +43,7 @@ NEVER = (
     "webauthn",  # only where an approval's assertion is verified: the review page, the committer
     "argon2",  # only where a password is checked (the review page, a step-up approval)
     "httpcore2",  # only for a url server's pinned connection pool (proxy/pinned.py); none here
-    "gatekeeper.passwords",
+    "gatekeeper.trust.passwords",
     "gatekeeper.store.schema",
     "gatekeeper.store.engine",
     "gatekeeper.store.migrate",

@@ -138,8 +138,8 @@ def as_args(option: str, values: tuple[str, ...]) -> list[str]:
 def page_origin(review_url: str, port: int, *, tls: bool) -> str:
     """Where people open the page (log-in and enrolment links): the policy's public review_url,
     else this port at localhost (the passkeys' name on this machine)."""
-    from gatekeeper.approval import RelyingParty
     from gatekeeper.origins import public_origin
+    from gatekeeper.trust.approval import RelyingParty
 
     local = f"{'https' if tls else 'http'}://localhost:{port}"
     return RelyingParty.for_review_url(public_origin(review_url) or local).origins[0]
