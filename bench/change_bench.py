@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 
 from harness import FULL, QUICK, Figure, Settings, count_rows, log, make_home  # noqa: E402
 
-from gatekeeper.diff import unified  # noqa: E402
+from gatekeeper.content.diff import unified  # noqa: E402
 from gatekeeper.policy import load_policy  # noqa: E402
 from gatekeeper.proxy.intake import Requester, draft  # noqa: E402
 from gatekeeper.store.store import Store  # noqa: E402

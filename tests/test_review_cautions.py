@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.cautions import LARGE
+from gatekeeper.content.cautions import LARGE
 from gatekeeper.home import Home
 from gatekeeper.store import events as ev
 from gatekeeper.store.store import Proposed, Store

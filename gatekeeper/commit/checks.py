@@ -15,8 +15,8 @@ from typing import Any
 
 from gatekeeper.canonical import sha256_hex
 from gatekeeper.commit.trust import Trust, signature_problem
+from gatekeeper.content.paths import normalise_destination
 from gatekeeper.errors import InvalidInput
-from gatekeeper.paths import normalise_destination
 from gatekeeper.policy import Policy
 from gatekeeper.revert import REVERT_TOOL, revert_rule
 from gatekeeper.trust.approval import (

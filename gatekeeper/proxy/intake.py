@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from gatekeeper import changes
 from gatekeeper.canonical import format_ts, sha256_hex, utc_now
+from gatekeeper.content import changes
+from gatekeeper.content.paths import PathRefused, check_existing, normalise_destination
 from gatekeeper.errors import InvalidInput
-from gatekeeper.paths import PathRefused, check_existing, normalise_destination
 from gatekeeper.policy import Propose, Server
 from gatekeeper.store.store import ProposalDraft
 from gatekeeper.workspace.reading import read_at

@@ -17,7 +17,8 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from gatekeeper import diff, humane
+from gatekeeper import humane
+from gatekeeper.content import diff
 from gatekeeper.review import render
 from gatekeeper.workspace.reading import read_at
 

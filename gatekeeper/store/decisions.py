@@ -98,7 +98,7 @@ class Decisions(Transactions):
     ) -> list[Event]:
         """Approve several proposals with one assertion, all or none: ``shown[i]`` is the proof's
         digest ``i`` (``proof.index`` is ignored), and each decision stores its own index. A proposal
-        with a warning (``gatekeeper.cautions``) refuses the whole batch, with an event for it."""
+        with a warning (``gatekeeper.content.cautions``) refuses the whole batch, with an event for it."""
         if not 0 < len(shown) <= MAX_BATCH:
             raise InvalidInput(f"approve between 1 and {MAX_BATCH} proposals at once, not {len(shown)}")
         if len(shown) != len(proof.digests):
