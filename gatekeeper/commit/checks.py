@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.canonical import sha256_hex
+from gatekeeper.commit.revert import REVERT_TOOL, revert_rule
 from gatekeeper.commit.trust import Trust, signature_problem
 from gatekeeper.content.paths import normalise_destination
 from gatekeeper.errors import InvalidInput
 from gatekeeper.policy import Policy
-from gatekeeper.revert import REVERT_TOOL, revert_rule
 from gatekeeper.trust.approval import (
     ApprovalRefused,
     Assertion,
