@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gatekeeper.ready import ENV_READY_FD, ReadyPipe
+from gatekeeper.up.ready import ENV_READY_FD, ReadyPipe
 from tests.helpers import wait_until
 from tests.review_support import REPO
 

@@ -84,12 +84,12 @@ def commit(
     """
     if once and watch:
         raise click.UsageError("pass --once or --watch, not both")
-    from gatekeeper import ready
     from gatekeeper.commit import run
     from gatekeeper.commit.watch import stop_on_signals
     from gatekeeper.commit.watch import watch as watch_loop
     from gatekeeper.store.backends import Outage
     from gatekeeper.store.tx import RETRY_SECONDS
+    from gatekeeper.up import ready
 
     switches = _switches()
 
