@@ -92,7 +92,7 @@ def _problem(seqs: Iterator[int], verifies: Callable[[int], bool], what: str, ma
     if latest is None:
         return f"no audit event records the {what} row: it was written outside Gatekeeper"
     if verifies(latest):
-        if latest < mark:  # the later change events were cut from the chain (``row_marks.py``)
+        if latest < mark:  # the later change events were cut from the chain (``trust/row_marks.py``)
             return (
                 f"the {what} row is the one signed at seq {latest}, but this home signed a later change of it at "
                 f"seq {mark}: an older row was put back and the later change cut from the audit chain"
