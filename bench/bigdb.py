@@ -22,13 +22,13 @@ from typing import Any
 
 from harness import log, make_home
 
-from gatekeeper import signing
 from gatekeeper.canonical import format_ts, new_id
 from gatekeeper.home import Home
-from gatekeeper.keys import Signer
 from gatekeeper.store import events as ev
 from gatekeeper.store.chain import GENESIS, event_hash
 from gatekeeper.store.signed_rows import reviewer_signed
+from gatekeeper.trust import signing
+from gatekeeper.trust.keys import Signer
 
 US = 1_000_000
 DAY_US = 86_400 * US

@@ -1,7 +1,7 @@
 """Edit proposals per second, the diff included: what the proxy does for one ``edit_file`` call.
 
 E1. One writer, for a fixed time: each call is checked against a real edit rule and its base read
-    beneath the workspace (proxy/intake.py ``draft``: commit/reading.py + changes.py), its unified
+    beneath the workspace (proxy/intake.py ``draft``: workspace/reading.py + changes.py), its unified
     diff computed (what a dry run answers and the review page shows), and the proposal recorded
     with base and result (``Store.propose``, FULL sync). The file is 4 KiB of text, ~100 lines; each
     call edits a different line, so no proposal is a repeat. Median of the runs.
@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 
 from harness import FULL, QUICK, Figure, Settings, count_rows, log, make_home  # noqa: E402
 
-from gatekeeper.diff import unified  # noqa: E402
+from gatekeeper.content.diff import unified  # noqa: E402
 from gatekeeper.policy import load_policy  # noqa: E402
 from gatekeeper.proxy.intake import Requester, draft  # noqa: E402
 from gatekeeper.store.store import Store  # noqa: E402

@@ -24,9 +24,9 @@ from argon2 import PasswordHasher
 from harness import make_home
 
 from gatekeeper.canonical import format_ts, utc_now
+from gatekeeper.commit import faults
 from gatekeeper.commit import run as commit_run
 from gatekeeper.commit.committer import Committer, PolicySource
-from gatekeeper.commit.testing import Switches
 from gatekeeper.errors import GatekeeperError
 from gatekeeper.home import URL_NAME, Home, ensure_keys
 from gatekeeper.store import migrate
@@ -189,7 +189,7 @@ class Bed:
         ``commit.run.session`` (what ``gatekeeper commit`` opens) or, where that still refuses
         PostgreSQL, the same Committer built here on Store(home.database, keys_dir=...)."""
         try:
-            with commit_run.session(self.home, str(self.policy), batch=64, switches=Switches.from_env({})) as (c, _):
+            with commit_run.session(self.home, str(self.policy), batch=64, switches=faults.from_env({})) as (c, _):
                 return self._timed(c), "commit.run.session"
         except GatekeeperError as exc:
             if "PostgreSQL" not in str(exc):

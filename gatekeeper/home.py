@@ -20,14 +20,14 @@ from gatekeeper.errors import GatekeeperError, HomeMissing
 from gatekeeper.store.target import ENV_DATABASE_URL, Database, PostgresUrl, parse_database_url
 
 if TYPE_CHECKING:  # cryptography loads only where keys are used, not in the proxy
-    from gatekeeper.keys import Keys
     from gatekeeper.store.queries import Reader
     from gatekeeper.store.store import Store
+    from gatekeeper.trust.keys import Keys
 
 ENV_HOME = "GATEKEEPER_HOME"
 DB_NAME = "gatekeeper.db"
 KEY_NAME = "secret.key"
-KEYS_DIR = "keys"  # gatekeeper.keys.KEYS_DIR (kept equal by tests/test_team_runtime.py)
+KEYS_DIR = "keys"  # gatekeeper.trust.keys.KEYS_DIR (kept equal by tests/test_team_runtime.py)
 URL_NAME = "database_url"  # one line in the home: the database, when it is not gatekeeper.db
 KEY_BYTES = 32
 PRIVATE_UMASK = 0o077  # files 0600, folders 0700, whoever creates them
@@ -109,14 +109,14 @@ class Home:
 
     @property
     def keys_dir(self) -> Path:
-        """The folder of the Ed25519 keys (``gatekeeper.keys.KEYS_DIR``), named without loading
+        """The folder of the Ed25519 keys (``gatekeeper.trust.keys.KEYS_DIR``), named without loading
         cryptography: the proxy opens its store with it and never signs."""
         return self.path / KEYS_DIR
 
     @property
     def keys(self) -> Keys:
-        """The Ed25519 keys (``gatekeeper.keys``): a private one on the review side, public ones everywhere."""
-        from gatekeeper.keys import Keys
+        """The Ed25519 keys (``gatekeeper.trust.keys``): a private one on the review side, public ones everywhere."""
+        from gatekeeper.trust.keys import Keys
 
         return Keys(self.keys_dir)
 
@@ -305,7 +305,7 @@ def make_verify_only(home: Home, exported: str) -> list[str]:
     review side's public keys (``keys export-public`` there). ``setup_home`` then makes no private
     key, so this machine can commit and verify but never approve, and the review page will not
     start here. Returns the key ids imported now."""
-    from gatekeeper.keys import parse_public
+    from gatekeeper.trust.keys import parse_public
 
     parse_public(exported)  # a bad text is refused before the home is made
     keys = home.keys

@@ -20,10 +20,10 @@ from argon2 import PasswordHasher
 
 from gatekeeper.canonical import format_ts, utc_now
 from gatekeeper.home import Home, ensure_keys
-from gatekeeper.signing import DecisionFacts
 from gatekeeper.store import migrate
 from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import ProposalDraft, Store
+from gatekeeper.trust.signing import DecisionFacts
 
 T = TypeVar("T")
 

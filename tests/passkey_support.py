@@ -7,13 +7,13 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from gatekeeper.approval import Assertion, Proof, RelyingParty
-from gatekeeper.enrolment import registration_options, verify_registration
 from gatekeeper.home import Home
 from gatekeeper.store.passkeys import Challenge
 from gatekeeper.store.proofs import ApprovalRules
 from gatekeeper.store.store import Proposed, Store
 from gatekeeper.store.tx import Event
+from gatekeeper.trust.approval import Assertion, Proof, RelyingParty
+from gatekeeper.trust.enrolment import registration_options, verify_registration
 from tests.webauthn_authenticator import SoftAuthenticator
 
 RP = RelyingParty.for_review_url("http://127.0.0.1:8765")  # origin http://localhost:8765, rp id localhost

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from gatekeeper.commit.revert import REVERT_TOOL
 from gatekeeper.errors import Conflict, PolicyError
 from gatekeeper.home import Home
 from gatekeeper.policy import load_policy
-from gatekeeper.revert import REVERT_TOOL
 from gatekeeper.store.proofs import ApprovalRules
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store

@@ -1,4 +1,4 @@
-"""``gatekeeper.cautions`` and the store's side of it (``store/cautioned.py``), on SQLite and on
+"""``gatekeeper.content.cautions`` and the store's side of it (``store/cautioned.py``), on SQLite and on
 PostgreSQL: what a proposal's warnings are, that a batch approval refuses a proposal with one (the
 challenge and the approval, whole, with an event), and the queue's read of them. The page over real
 HTTP and in Chromium: test_review_cautions.py."""
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gatekeeper.canonical import sha256_hex
-from gatekeeper.cautions import LARGE, cautions
+from gatekeeper.content.cautions import LARGE, cautions
 from gatekeeper.errors import Conflict
 from gatekeeper.home import Home
 from gatekeeper.review import queue

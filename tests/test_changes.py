@@ -1,4 +1,4 @@
-"""gatekeeper.changes: the exact result bytes of each mode, and a precise refusal for every bad edit."""
+"""gatekeeper.content.changes: the exact result bytes of each mode, and a precise refusal for every bad edit."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gatekeeper.changes import Change, apply, dry_run_requested, edited
+from gatekeeper.content.changes import Change, apply, dry_run_requested, edited
 from gatekeeper.errors import InvalidInput
 from gatekeeper.policy import Propose
 

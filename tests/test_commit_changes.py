@@ -316,7 +316,7 @@ def test_outcome_lines_of_the_cli_and_of_up(world: World) -> None:
     import json
 
     from gatekeeper.store import events as ev
-    from gatekeeper.up import describe
+    from gatekeeper.up.supervise import describe
 
     existing(world, "notes/a.md")
     existing(world, "notes/b.md")

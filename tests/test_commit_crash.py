@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from gatekeeper.commit.testing import CRASH_POINTS
+from gatekeeper.commit.switches import CRASH_POINTS
 from tests.commit_support import build_scenario, check, run_commit
 
 KILLS = int(os.environ.get("GATEKEEPER_CRASH_KILLS", "300"))

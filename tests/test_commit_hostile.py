@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from gatekeeper.canonical import canonical_bytes
-from gatekeeper.commit import syscalls
+from gatekeeper.workspace import syscalls
 from tests.commit_support import Committer, World, commit_env, make_world, run_commit, snapshot, wait_for
 from tests.helpers import draft, predate_keys
 

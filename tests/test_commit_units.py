@@ -12,13 +12,15 @@ from pathlib import Path
 import pytest
 
 from gatekeeper.audit.verify import verify_chain
-from gatekeeper.commit import fsops, syscalls
+from gatekeeper.commit import fsops
+from gatekeeper.commit.faults import from_env
 from gatekeeper.commit.lock import CommitLock, CommitterBusy
-from gatekeeper.commit.testing import CRASH_POINTS, Switches
+from gatekeeper.commit.switches import CRASH_POINTS, Switches
 from gatekeeper.errors import Conflict, InvalidInput
 from gatekeeper.home import Home
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
+from gatekeeper.workspace import beneath, syscalls
 from tests.helpers import PROOF, add_reviewer, draft
 
 
@@ -134,12 +136,12 @@ def test_queue_is_oldest_first_and_the_floor_skips_finished_history(store: Store
 
 
 def test_switches_parse_and_refuse_typos() -> None:
-    sw = Switches.from_env(
+    sw = from_env(
         {"GATEKEEPER_CRASH_AT": "after_link:2,after_select:1", "GATEKEEPER_PLANT_BUG": "in_place", "OTHER": "x"}
     )
     assert sw.crash == {"after_link": 2, "after_select": 1} and sw.bug == "in_place"
     assert sw.active == ("GATEKEEPER_CRASH_AT=after_link:2,after_select:1", "GATEKEEPER_PLANT_BUG=in_place")
-    assert not Switches.from_env({}).active
+    assert not from_env({}).active
     for env in (
         {"GATEKEEPER_CRASH_AT": "after_lnk:1"},
         {"GATEKEEPER_CRASH_AT": "after_link:0"},
@@ -148,7 +150,7 @@ def test_switches_parse_and_refuse_typos() -> None:
         {"GATEKEEPER_INJECT": "fsync"},
     ):
         with pytest.raises(InvalidInput):
-            Switches.from_env(env)
+            from_env(env)
     assert len(set(CRASH_POINTS)) == len(CRASH_POINTS)
 
 
@@ -176,13 +178,13 @@ def test_open_dir_creates_beneath_and_names_what_is_in_the_way(tmp_path: Path, n
     sw = Switches(no_openat2=no_openat2)
     (tmp_path / "file").write_text("x")
     (tmp_path / "sym").symlink_to(tmp_path)
-    root = fsops.open_root(tmp_path)
+    root = beneath.open_root(tmp_path)
     try:
         os.close(fsops.open_dir(root, ["a", "b", "c"], sw, create=True))
         assert (tmp_path / "a" / "b" / "c").is_dir()
-        with pytest.raises(fsops.InTheWay, match="'file' is a file, not a folder"):
+        with pytest.raises(beneath.InTheWay, match="'file' is a file, not a folder"):
             fsops.open_dir(root, ["file", "x"], sw, create=True)
-        with pytest.raises(fsops.InTheWay, match="'a/sym2' is a symbolic link"):
+        with pytest.raises(beneath.InTheWay, match="'a/sym2' is a symbolic link"):
             (tmp_path / "a" / "sym2").symlink_to(tmp_path / "nowhere")
             fsops.open_dir(root, ["a", "sym2"], sw, create=True)
         with pytest.raises(FileNotFoundError):
@@ -259,14 +261,14 @@ def test_batches_are_bounded_by_count_and_bytes(tmp_path: Path, monkeypatch: pyt
 
 
 def test_planted_bugs_replace_named_steps_only_through_the_seam() -> None:
-    """Fault injection stays behind ``Switches`` (testing.py); the production modules read without it."""
+    """Fault injection stays behind ``Switches`` (switches.py); the production modules read without it."""
     from gatekeeper.commit import committer, planted
 
     assert Switches().step("publish", fsops.publish) is fsops.publish
-    in_place = Switches.from_env({"GATEKEEPER_PLANT_BUG": "in_place"})
+    in_place = from_env({"GATEKEEPER_PLANT_BUG": "in_place"})
     assert in_place.step("publish", fsops.publish) is planted.in_place
     assert in_place.step("record_outcomes", committer.record_outcomes) is committer.record_outcomes
-    separate = Switches.from_env({"GATEKEEPER_PLANT_BUG": "separate_event"})
+    separate = from_env({"GATEKEEPER_PLANT_BUG": "separate_event"})
     assert separate.step("record_outcomes", committer.record_outcomes) is planted.separate_event
     assert separate.step("publish", fsops.publish) is fsops.publish
     for module in (committer, fsops):

@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from gatekeeper.approval import (
+from gatekeeper.canonical import canonical_bytes, sha256_hex
+from gatekeeper.errors import Conflict
+from gatekeeper.home import Home
+from gatekeeper.store import events as ev
+from gatekeeper.store.decisions import Shown
+from gatekeeper.store.proofs import PasswordProof
+from gatekeeper.store.store import Proposed, Store
+from gatekeeper.trust.approval import (
     ApprovalRefused,
     Assertion,
     Proof,
@@ -21,14 +28,7 @@ from gatekeeper.approval import (
     decision_digest,
     unb64url,
 )
-from gatekeeper.canonical import canonical_bytes, sha256_hex
-from gatekeeper.enrolment import EnrolmentRefused, registration_options, verify_registration
-from gatekeeper.errors import Conflict
-from gatekeeper.home import Home
-from gatekeeper.store import events as ev
-from gatekeeper.store.decisions import Shown
-from gatekeeper.store.proofs import PasswordProof
-from gatekeeper.store.store import Proposed, Store
+from gatekeeper.trust.enrolment import EnrolmentRefused, registration_options, verify_registration
 from tests.helpers import PROOF, add_reviewer, draft
 from tests.passkey_support import PASSKEY_ONLY, RP, RULES, approve, enrol, rows, sign
 from tests.review_support import Page, decisions, event_count, hashed, review_app

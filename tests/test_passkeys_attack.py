@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gatekeeper.approval import Assertion
+from gatekeeper.trust.approval import Assertion
 from tests.commit_support import World, make_world
 from tests.passkey_browser_support import (
     Served,

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from gatekeeper.approval import Assertion
 from gatekeeper.canonical import canonical_bytes, sha256_hex
-from gatekeeper.signing import DecisionFacts
 from gatekeeper.store.decisions import Shown
+from gatekeeper.trust.approval import Assertion
+from gatekeeper.trust.signing import DecisionFacts
 from tests.commit_support import World, make_world, run_commit
 from tests.helpers import PROOF, predate_keys, signed_decision
 from tests.passkey_support import RULES, enrol, sign

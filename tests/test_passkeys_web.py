@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gatekeeper.approval import RelyingParty, unb64url
 from gatekeeper.home import Home
 from gatekeeper.store.store import Store
+from gatekeeper.trust.approval import RelyingParty, unb64url
 from tests.commit_support import make_world
 from tests.helpers import TEST_PASSWORD, draft
 from tests.passkey_browser_support import served

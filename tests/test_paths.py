@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gatekeeper import invisible
+from gatekeeper.content import invisible
+from gatekeeper.content.paths import PathRefused, check_existing, normalise_destination
 from gatekeeper.errors import InvalidInput
-from gatekeeper.paths import PathRefused, check_existing, normalise_destination
 from tests.hostile_paths import HOSTILE
 
 WS = Path("/srv/workspace")

@@ -1,4 +1,4 @@
-"""commit/reading.py: what is at a workspace path now, on a real file system, never following a symlink."""
+"""workspace/reading.py: what is at a workspace path now, on a real file system, never following a symlink."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from gatekeeper.commit.reading import Found, read_at
+from gatekeeper.workspace.reading import Found, read_at
 
 
 def ws(tmp_path: Path) -> Path:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gatekeeper.ready import ENV_READY_FD, ReadyPipe
+from gatekeeper.up.ready import ENV_READY_FD, ReadyPipe
 from tests.helpers import wait_until
 from tests.review_support import REPO
 
@@ -21,7 +21,7 @@ def child(pipe: ReadyPipe, code: str) -> subprocess.Popen[bytes]:
 
 def test_a_child_that_says_it_runs_is_heard_and_one_that_ends_first_is_not() -> None:
     said = ReadyPipe()
-    proc = child(said, "import time; from gatekeeper import ready; ready.notify(); time.sleep(60)")
+    proc = child(said, "import time; from gatekeeper.up import ready; ready.notify(); time.sleep(60)")
     try:
         wait_until(said.said, 60, "the child's word")
     finally:
@@ -37,7 +37,7 @@ def test_a_child_that_says_it_runs_is_heard_and_one_that_ends_first_is_not() -> 
 
 def test_notify_without_a_parent_or_with_a_stray_variable_does_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    code = "from gatekeeper import ready; import os; ready.notify(); print(os.environ.get('GATEKEEPER_READY_FD'))"
+    code = "from gatekeeper.up import ready; import os; ready.notify(); print(os.environ.get('GATEKEEPER_READY_FD'))"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop(ENV_READY_FD, None)
     assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout == "None\n"

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from gatekeeper.canonical import sha256_hex
 from gatekeeper.cli import cli
-from gatekeeper.revert import REVERT_CLIENT, REVERT_TOOL, revert_rule, reverted_id
+from gatekeeper.commit.revert import REVERT_CLIENT, REVERT_TOOL, revert_rule, reverted_id
 from gatekeeper.store import events as ev
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store

@@ -13,11 +13,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.approval import unb64url
-from gatekeeper.cautions import LARGE
+from gatekeeper.content.cautions import LARGE
 from gatekeeper.home import Home
 from gatekeeper.store import events as ev
 from gatekeeper.store.store import Proposed, Store
+from gatekeeper.trust.approval import unb64url
 from tests.browser_support import logged_in_tab
 from tests.helpers import draft
 from tests.review_support import Page, decisions, event_count, hashed, review_server

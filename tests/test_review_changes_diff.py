@@ -1,4 +1,4 @@
-"""gatekeeper.diff: the hunks the review page draws and the text an edit's dry run answers with.
+"""gatekeeper.content.diff: the hunks the review page draws and the text an edit's dry run answers with.
 
 The property test rebuilds the result from the base and the hunks alone: every context and removed
 line must be the base's line at its number, every added line the result's line at its number."""
@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from gatekeeper import diff
+from gatekeeper.content import diff
 
 
 def rebuild(base: bytes, found: diff.Diff) -> bytes:

@@ -4,7 +4,7 @@ The attacker keeps a copy of alice's reviewer row, signed for her first password
 new one, they put the old row back and cut the ``reviewer_password_changed`` event from the chain,
 renumbering and rehashing what follows: the old row is the one signed for her latest change again,
 and no checkpoint covers the cut yet. The home that signed the change remembers its seq
-(``store/row_marks.py``): log-in and approval with the old password are refused at once, each
+(``trust/row_marks.py``): log-in and approval with the old password are refused at once, each
 refusal an event, and ``audit verify`` names the row. The same for a removed passkey put back.
 On SQLite (triggers dropped) and PostgreSQL (superuser, ``session_replication_role = replica``);
 the review app over HTTP.
@@ -15,13 +15,13 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from gatekeeper.approval import ApprovalRefused
 from gatekeeper.cli import cli
 from gatekeeper.errors import Conflict
 from gatekeeper.home import Home
-from gatekeeper.passwords import hash_password
 from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import Store
+from gatekeeper.trust.approval import ApprovalRefused
+from gatekeeper.trust.passwords import hash_password
 from tests.helpers import draft
 from tests.passkey_support import approve, enrol, sign
 from tests.pg_support import BACKENDS, connect_now

@@ -43,7 +43,7 @@ NEVER = (
     "webauthn",  # only where an approval's assertion is verified: the review page, the committer
     "argon2",  # only where a password is checked (the review page, a step-up approval)
     "httpcore2",  # only for a url server's pinned connection pool (proxy/servers/url/pinned.py); none here
-    "gatekeeper.passwords",
+    "gatekeeper.trust.passwords",
     "gatekeeper.store.schema",
     "gatekeeper.store.engine",
     "gatekeeper.store.migrate",
@@ -195,7 +195,12 @@ def test_http_stacks_only_come_through_the_mcp_sdk(tmp_path: Path, home: Home) -
 
 # The propose / wait / hand-off flow and what only it needs: a session that lists tools and reads
 # (as here: initialize, tools/list, an allowed call) never proposes, so it never pays for them.
-PROPOSAL_FLOW = ("gatekeeper.proxy.proposing", "gatekeeper.proxy.intake", "gatekeeper.proxy.handoff", "gatekeeper.diff")
+PROPOSAL_FLOW = (
+    "gatekeeper.proxy.proposing",
+    "gatekeeper.proxy.intake",
+    "gatekeeper.proxy.handoff",
+    "gatekeeper.content.diff",
+)
 
 
 def test_a_session_that_proposes_nothing_never_loads_the_proposal_flow(tmp_path: Path, home: Home) -> None:

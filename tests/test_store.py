@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import gatekeeper
-from gatekeeper import signing
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.home import Home
 from gatekeeper.store import events as ev
@@ -19,6 +18,7 @@ from gatekeeper.store.chain import EventRow
 from gatekeeper.store.follow import Changes, Follower
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
+from gatekeeper.trust import signing
 from tests.helpers import PROOF, add_reviewer, draft, wait_until
 from tests.pg_support import BACKENDS, raw
 

@@ -23,14 +23,14 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from gatekeeper import keys as gk_keys
 from gatekeeper.home import Home
-from gatekeeper.signing import DecisionFacts
 from gatekeeper.store import events as ev
 from gatekeeper.store.follow import Changes
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
 from gatekeeper.store.target import ENV_DATABASE_URL, PostgresUrl
+from gatekeeper.trust import keys as gk_keys
+from gatekeeper.trust.signing import DecisionFacts
 from tests.helpers import PROOF, TEST_PASSWORD, add_reviewer, draft, record_commit, wait_until
 from tests.pg_support import PostgresServer, raw
 from tests.process_support import Lines

@@ -37,8 +37,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from gatekeeper.approval import unb64url
 from gatekeeper.store.target import PostgresUrl
+from gatekeeper.trust.approval import unb64url
 from tests.helpers import close_at_teardown
 from tests.pg_support import connect
 from tests.review_support import free_port

@@ -20,10 +20,10 @@ from gatekeeper.canonical import canonical_json
 from gatekeeper.cli import cli
 from gatekeeper.errors import Conflict, GatekeeperError
 from gatekeeper.home import Home
-from gatekeeper.passwords import hash_password
 from gatekeeper.store.chain import GENESIS, event_hash
 from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import Store
+from gatekeeper.trust.passwords import hash_password
 from tests.commit_support import World, make_world, run_commit, wait_for
 from tests.helpers import PROOF, add_reviewer, draft
 from tests.review_support import PASSWORD, Page, decisions, event_count, hashed, review_app

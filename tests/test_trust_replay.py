@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from gatekeeper.approval import ApprovalRefused
 from gatekeeper.canonical import now_ts
 from gatekeeper.errors import Conflict
 from gatekeeper.home import Home, ensure_keys
 from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import Store
+from gatekeeper.trust.approval import ApprovalRefused
 from tests.helpers import TEST_HASH, TEST_PASSWORD, draft
 from tests.passkey_support import approve, enrol, sign
 from tests.review_support import PASSWORD, Page, decisions, event_count, hashed, review_app

@@ -9,8 +9,8 @@ from itertools import pairwise
 
 import pytest
 
-from gatekeeper import invisible
-from gatekeeper.unicode_ignorable import RANGES, TOTAL_CODE_POINTS, UNICODE_VERSION, is_default_ignorable
+from gatekeeper.content import invisible
+from gatekeeper.content.unicode_ignorable import RANGES, TOTAL_CODE_POINTS, UNICODE_VERSION, is_default_ignorable
 
 # Found passing as destinations by the attack in issue 9, with more of their kind.
 MEMBERS = [

@@ -18,7 +18,7 @@ import pytest
 from gatekeeper.home import Home
 from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import Store
-from gatekeeper.up import port_mismatch, review_port
+from gatekeeper.up.supervise import port_mismatch, review_port
 from tests.helpers import draft, wait_until
 from tests.process_support import Lines, alive
 from tests.proxy_support import write_policy

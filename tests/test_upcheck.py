@@ -20,7 +20,7 @@ from gatekeeper.home import Home
 from gatekeeper.policy import load_policy
 from gatekeeper.store.proofs import PasswordProof
 from gatekeeper.store.store import Store
-from gatekeeper.upcheck import StartFailed, check_port, log_reason
+from gatekeeper.up.checks import StartFailed, check_port, log_reason
 from tests.helpers import draft, wait_until
 from tests.process_support import Lines
 from tests.proxy_support import write_policy

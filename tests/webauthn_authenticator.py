@@ -24,7 +24,7 @@ import cbor2
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from gatekeeper.approval import b64url, unb64url
+from gatekeeper.trust.approval import b64url, unb64url
 
 UP, UV, AT = 0x01, 0x04, 0x40
 

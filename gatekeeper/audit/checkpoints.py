@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gatekeeper import signing
 from gatekeeper.canonical import now_ts
 from gatekeeper.store.events import CHECKPOINT
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.verifying import event_at, uncovered
+from gatekeeper.trust import signing
 
 if TYPE_CHECKING:
-    from gatekeeper.keys import KeyRing
+    from gatekeeper.trust.keys import KeyRing
 
 SEEN_NAME = "checkpoint-seen"  # in the verifying home: the newest checkpoint `audit verify` verified
 

@@ -15,7 +15,7 @@ from gatekeeper.store.queries import Reader
 from gatekeeper.store.signed_rows import every_row, passkey_problem, reviewer_problem
 
 if TYPE_CHECKING:
-    from gatekeeper.keys import KeyRing
+    from gatekeeper.trust.keys import KeyRing
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,9 @@ def _line(r: Any) -> str:
 
 def _switches() -> Any:
     """The crash-test switches from the environment; a run with any set says so on stderr."""
-    from gatekeeper.commit import testing
+    from gatekeeper.commit import faults
 
-    switches = testing.Switches.from_env()
+    switches = faults.from_env()
     if switches.active:
         click.echo(f"warning: test-only switches are set ({', '.join(switches.active)}); unset them", err=True)
     return switches
@@ -84,12 +84,12 @@ def commit(
     """
     if once and watch:
         raise click.UsageError("pass --once or --watch, not both")
-    from gatekeeper import ready
     from gatekeeper.commit import run
     from gatekeeper.commit.watch import stop_on_signals
     from gatekeeper.commit.watch import watch as watch_loop
     from gatekeeper.store.backends import Outage
     from gatekeeper.store.tx import RETRY_SECONDS
+    from gatekeeper.up import ready
 
     switches = _switches()
 

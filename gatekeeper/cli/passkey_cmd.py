@@ -16,9 +16,9 @@ from gatekeeper.errors import PolicyError
 def review_origin(ctx: Ctx, policy_file: str | None) -> str:
     """The origin passkeys are made for, from the policy's review_url (else the default): its own
     at a team's public name, else the same with host ``localhost``."""
-    from gatekeeper.approval import RelyingParty
     from gatekeeper.policy import load_policy
     from gatekeeper.policy.model import DEFAULT_REVIEW_URL
+    from gatekeeper.trust.approval import RelyingParty
 
     try:
         url = load_policy(policy_file, home=ctx.home.path).review_url

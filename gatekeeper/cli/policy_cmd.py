@@ -49,7 +49,7 @@ def _show(pol: Policy, rows: list[dict[str, Any]], wide: bool) -> None:
 
     At 80 columns a rule is its host-facing name, action, mode, and where the path and content
     come from; ``--wide`` adds the server, globs and size limit."""
-    from gatekeeper.up import review_port
+    from gatekeeper.up.supervise import review_port
 
     title = f"{pol.source} (digest {pol.digest[:12]})"
     if wide:

@@ -17,7 +17,7 @@ from gatekeeper.cli.output import emit_json
 from gatekeeper.errors import Conflict, NotFound
 
 if TYPE_CHECKING:
-    from gatekeeper.commit.reading import Found
+    from gatekeeper.workspace.reading import Found
 
 
 @click.command()
@@ -39,9 +39,9 @@ def revert(ctx: Ctx, proposal_id: str, over_changes: bool, policy_file: str | No
     be what PROPOSAL_ID left (else the revert would also undo later changes: say so with
     --over-changes). Prints the new proposal's id and review URL.
     """
+    from gatekeeper.commit.revert import plan_revert, revert_draft
     from gatekeeper.policy import load_policy
     from gatekeeper.policy.propose import DEFAULT_EXPIRES_AFTER
-    from gatekeeper.revert import plan_revert, revert_draft
     from gatekeeper.store.lookup import resolve
     from gatekeeper.store.version import check_schema
 
@@ -87,8 +87,8 @@ def revert(ctx: Ctx, proposal_id: str, over_changes: bool, policy_file: str | No
 def _current(detail: dict[str, Any]) -> Found:
     """What is at the proposal's destination now, read beneath its workspace without following
     symlinks; refused when the workspace root itself now leads elsewhere."""
-    from gatekeeper.commit.reading import read_at
-    from gatekeeper.revert import READ_LIMIT
+    from gatekeeper.commit.revert import READ_LIMIT
+    from gatekeeper.workspace.reading import read_at
 
     workspace, pid = Path(detail["workspace"]), detail["id"]
     real = detail["workspace_real"] or detail["workspace"]

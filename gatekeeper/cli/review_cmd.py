@@ -71,10 +71,10 @@ def review(
         return
     ctx: Ctx = click_ctx.find_object(Ctx)  # type: ignore[assignment]
     check_exposure(host, port, allow_remote, tls_cert, tls_key, trusted_proxies)
-    from gatekeeper import ready
     from gatekeeper.review.app import Config, create_app
     from gatekeeper.review.serve import serve
     from gatekeeper.store.version import check_schema
+    from gatekeeper.up import ready
 
     home = ctx.home.require()
     check_schema(home.database)

@@ -17,7 +17,7 @@ from gatekeeper.store.target import PostgresUrl
 if TYPE_CHECKING:
     from gatekeeper.home import Home
     from gatekeeper.policy import Policy
-    from gatekeeper.up import Child
+    from gatekeeper.up.supervise import Child
 
 APPROVALS = {"any": "a passkey, or the password typed again", "passkey": "a passkey"}
 
@@ -57,8 +57,8 @@ def up(
     """
     from gatekeeper.review.auth import Tokens
     from gatekeeper.store.events import LOGIN_LINK_ISSUED
-    from gatekeeper.up import supervise
-    from gatekeeper.upcheck import UpLock, check_no_committer, check_port, page_answers
+    from gatekeeper.up.checks import UpLock, check_no_committer, check_port, page_answers
+    from gatekeeper.up.supervise import supervise
 
     home = ctx.home
     policy = _policy(policy_file, home)
@@ -99,7 +99,7 @@ def up(
 def _policy(policy_file: str | None, home: Home) -> Policy:
     """The policy, or ``up`` stops here with the policy's own error (exit 1, as for any start failure)."""
     from gatekeeper.policy import load_policy
-    from gatekeeper.upcheck import StartFailed
+    from gatekeeper.up.checks import StartFailed
 
     try:
         return load_policy(policy_file, home=home.path)
@@ -109,7 +109,7 @@ def _policy(policy_file: str | None, home: Home) -> Policy:
 
 def _port(policy: Policy, port: int | None) -> int:
     """The page's port (default: the review_url's), after warning about what would go wrong."""
-    from gatekeeper.up import port_mismatch, review_port
+    from gatekeeper.up.supervise import port_mismatch, review_port
 
     for problem in policy.check_workspaces():
         click.echo(f"Warning: {problem}", err=True)
@@ -122,7 +122,7 @@ def _port(policy: Policy, port: int | None) -> int:
 
 def _children(home: Home, policy: str, port: int, served: list[str]) -> list[Child]:
     """The review page (with its TLS/proxy options) and the committer, as ``supervise`` runs them."""
-    from gatekeeper.up import Child, child_argv
+    from gatekeeper.up.supervise import Child, child_argv
 
     review = child_argv(home, "review", "--port", str(port), "--policy", policy, *served)
     commit = child_argv(home, "commit", "--watch", "--policy", policy)
@@ -138,8 +138,8 @@ def as_args(option: str, values: tuple[str, ...]) -> list[str]:
 def page_origin(review_url: str, port: int, *, tls: bool) -> str:
     """Where people open the page (log-in and enrolment links): the policy's public review_url,
     else this port at localhost (the passkeys' name on this machine)."""
-    from gatekeeper.approval import RelyingParty
     from gatekeeper.origins import public_origin
+    from gatekeeper.trust.approval import RelyingParty
 
     local = f"{'https' if tls else 'http'}://localhost:{port}"
     return RelyingParty.for_review_url(public_origin(review_url) or local).origins[0]

@@ -4,10 +4,11 @@ change, by compare-and-swap against the approved base.
 ``committer`` runs a pass (intent, file step, outcome) after ``checks`` (signature, digests,
 policy); ``fsops`` creates one file beneath a root without following symlinks and without ever
 showing a partial file; ``swap`` replaces or deletes one only while it still holds the approved
-base; ``reading`` reads what is at a path now (read-only); ``syscalls`` reaches openat2/renameat2;
+base (both open folders and look at names with ``gatekeeper.workspace``);
 ``lock`` keeps to one committer per server at a time (``store.claims``: one per approval, across
 machines); ``policy_source`` rereads the policy as it changes; ``watch`` is the ``--watch`` loop;
-``run`` wires them up; ``testing`` is the one seam for test-only switches (crash points, injected
-faults, and the steps that ``planted``'s deliberate bugs replace). Run it with ``gatekeeper commit``.
+``run`` wires them up; ``switches`` is the one test seam (crash points, injected faults, replaceable
+steps), set only by the test harness ``faults`` (which alone installs ``planted``'s deliberate bugs).
+Run it with ``gatekeeper commit``.
 Imports neither the MCP SDK, FastAPI nor the CLI.
 """

@@ -13,13 +13,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.approval import ApprovalRefused, Assertion, Proof, RelyingParty, StoredPasskey, Subject, verify_approval
 from gatekeeper.canonical import sha256_hex
+from gatekeeper.commit.revert import REVERT_TOOL, revert_rule
 from gatekeeper.commit.trust import Trust, signature_problem
+from gatekeeper.content.paths import normalise_destination
 from gatekeeper.errors import InvalidInput
-from gatekeeper.paths import normalise_destination
 from gatekeeper.policy import Policy
-from gatekeeper.revert import REVERT_TOOL, revert_rule
+from gatekeeper.trust.approval import (
+    ApprovalRefused,
+    Assertion,
+    Proof,
+    RelyingParty,
+    StoredPasskey,
+    Subject,
+    verify_approval,
+)
 
 
 @dataclass(frozen=True)

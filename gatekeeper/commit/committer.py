@@ -30,13 +30,14 @@ from gatekeeper.commit.policy_source import PolicySource as PolicySource  # wher
 from gatekeeper.commit.quorum import check_all
 from gatekeeper.commit.report import PassReport as PassReport  # where callers import them
 from gatekeeper.commit.report import Result as Result
-from gatekeeper.commit.testing import OFF, Switches
+from gatekeeper.commit.switches import OFF, Switches
 from gatekeeper.commit.trust import Trust
 from gatekeeper.home import Home
 from gatekeeper.policy import Policy
 from gatekeeper.store.claims import Claims
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.store import Store
+from gatekeeper.workspace import beneath
 
 FILE_WORKERS = 8  # file steps in flight within a batch (distinct paths only)
 BATCH_BYTES = 64 * 1024 * 1024
@@ -181,8 +182,8 @@ class Committer:
         """Open each workspace root once a batch, and learn where it really is; False: it cannot be opened."""
         if workspace not in roots:
             try:
-                roots[workspace] = fd = fsops.open_root(workspace)
-                real[workspace] = fsops.real_path(fd, workspace)
+                roots[workspace] = fd = beneath.open_root(workspace)
+                real[workspace] = beneath.real_path(fd, workspace)
             except OSError as exc:
                 roots[workspace] = -1
                 message = (
@@ -296,7 +297,7 @@ class Committer:
         )
         try:
             dirfd = fsops.open_dir(root_fd, parts[:-1], self.sw, create=True)
-        except fsops.InTheWay as exc:
+        except beneath.InTheWay as exc:
             return result("conflict", f"{exc.detail}; nothing was written")
         except fsops.FsyncFailed as exc:
             return result("failed", f"{exc}; the file was not created", stop=True)
@@ -343,7 +344,7 @@ class Committer:
             dirfd = fsops.open_dir(root_fd, parts[:-1], self.sw, create=False)
         except FileNotFoundError:
             return result("conflict", f"the folder holding {c.path!r} no longer exists; {swap.NOTHING}")
-        except fsops.InTheWay as exc:
+        except beneath.InTheWay as exc:
             return result("conflict", f"{exc.detail}; {swap.NOTHING}")
         except OSError as exc:
             return result("failed", f"cannot open the folder holding {c.path!r}: {fsops.describe(exc)}; {swap.NOTHING}")

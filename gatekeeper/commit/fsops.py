@@ -19,16 +19,15 @@ import errno
 import hashlib
 import os
 import secrets
-import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gatekeeper.commit import syscalls
-from gatekeeper.commit.testing import Switches
+from gatekeeper.commit.switches import Switches
+from gatekeeper.workspace import syscalls
+from gatekeeper.workspace.beneath import InTheWay, open_folder, same_inode
+from gatekeeper.workspace.probe import probe
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NOT_A_DIR = (errno.ELOOP, errno.ENOTDIR, errno.EXDEV)
 NO_TMPFILE = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL)
 TMP_PREFIX = ".gatekeeper-tmp-"
 
@@ -41,15 +40,6 @@ _REASONS = {
     errno.EIO: "an I/O error",
     errno.ENAMETOOLONG: "a name is too long for this file system",
 }
-
-
-class InTheWay(Exception):
-    """Something on disk blocks the commit: a symlink, a file where a folder goes, another file."""
-
-    def __init__(self, detail: str, observed_sha256: str | None = None) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.observed_sha256 = observed_sha256
 
 
 class FsyncFailed(Exception):
@@ -65,90 +55,18 @@ def describe(exc: OSError) -> str:
     return f"{_REASONS.get(code, exc.strerror or str(exc))} ({errno.errorcode.get(code, code)})"
 
 
-def use_openat2(sw: Switches) -> bool:
-    return not sw.no_openat2 and syscalls.openat2_works()
-
-
-def open_root(workspace: Path) -> int:
-    """The workspace root itself, as configured: a symlink in *its* path was the person's choice,
-    and ``real_path`` then tells whether it still leads where it did when the proposal was made."""
-    return os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-
-
-def real_path(root_fd: int, workspace: Path) -> str:
-    """Where the opened root really is. The kernel's own name for the descriptor (``/proc``) cannot
-    be fooled by a swap of the path after opening; without ``/proc``, the resolved path, provided
-    it is still the folder that was opened."""
-    try:
-        return os.readlink(f"/proc/self/fd/{root_fd}")
-    except OSError:
-        real = os.path.realpath(workspace)
-        with contextlib.suppress(OSError):
-            if same_inode(root_fd, os.stat(real)):
-                return real
-        return f"{real} (it changed while it was being checked)"
-
-
-def _open_child(parent: int, name: str, sw: Switches) -> int:
-    if use_openat2(sw):
-        return syscalls.openat2(parent, name, _DIR_FLAGS)
-    return os.open(name, _DIR_FLAGS, dir_fd=parent)
-
-
-def _not_a_folder(parent: int, name: str, where: str) -> InTheWay:
-    try:
-        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-    except OSError:
-        return InTheWay(f"the folder {where!r} changed while it was being opened")
-    if stat.S_ISLNK(st.st_mode):
-        return InTheWay(f"{where!r} is a symbolic link; Gatekeeper never follows links inside the workspace")
-    if stat.S_ISREG(st.st_mode):
-        return InTheWay(f"{where!r} is a file, not a folder")
-    return InTheWay(f"{where!r} is not a folder")
-
-
 def open_dir(root_fd: int, parts: list[str], sw: Switches, *, create: bool) -> int:
     """Open ``parts`` beneath ``root_fd`` following no symlink, creating missing folders if asked.
 
     A new folder's parent is fsynced before going on, so a recorded commit never names a file
     in a folder that a crash could forget.
     """
-    if parts and use_openat2(sw):
-        try:  # the common case in one call: every folder already there, no symlink anywhere
-            return syscalls.openat2(root_fd, "/".join(parts), _DIR_FLAGS)
-        except OSError:
-            pass  # missing folders, or something in the way: the walk below creates or names it
-    fd = os.dup(root_fd)
-    try:
-        for i, part in enumerate(parts):
-            where = "/".join(parts[: i + 1])
-            made = False
-            for attempt in (1, 2):
-                try:
-                    child = _open_child(fd, part, sw)
-                    if made:  # 0755 whatever the umask: Gatekeeper's own processes run under 077
-                        os.fchmod(child, 0o755)
-                    break
-                except FileNotFoundError:
-                    if not create or attempt == 2:
-                        raise
-                    try:
-                        os.mkdir(part, 0o755, dir_fd=fd)
-                        made = True
-                    except FileExistsError:
-                        continue  # another committer made it, or something else is there: open says which
-                    sw.point("after_mkdir")
-                    fsync(fd, f"the folder holding {where!r}", "dir", sw)
-                except OSError as exc:
-                    if exc.errno in _NOT_A_DIR:
-                        raise _not_a_folder(fd, part, where) from None
-                    raise
-            os.close(fd)
-            fd = child
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
+
+    def made(parent: int, where: str) -> None:
+        sw.point("after_mkdir")
+        fsync(parent, f"the folder holding {where!r}", "dir", sw)
+
+    return open_folder(root_fd, parts, openat2=not sw.no_openat2, made=made if create else None)
 
 
 def fsync(fd: int, what: str, kind: str, sw: Switches) -> None:
@@ -241,38 +159,19 @@ HASH_OTHER_SIZES_UP_TO = 16 * 1024 * 1024
 def inspect(dirfd: int, name: str, expect_sha256: str, expect_size: int, sw: Switches) -> Existing:
     """What holds ``name`` now, without following it. A file with the expected bytes is fsynced,
     so that recording it as created is as durable as creating it."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-    try:
-        fd = os.open(name, flags, dir_fd=dirfd)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return Existing("symlink")
-        if exc.errno == errno.ENOENT:
-            return Existing("gone")
-        raise
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            return Existing("folder")
-        if not stat.S_ISREG(st.st_mode):
-            return Existing("other")
-        if st.st_size != expect_size and st.st_size > HASH_OTHER_SIZES_UP_TO:
-            return Existing("file", None, st.st_size)
+    with probe(dirfd, name) as at:
+        if at.kind != "file" or at.st is None:
+            return Existing("gone" if at.kind == "missing" else at.coarse)
+        size = at.st.st_size
+        if size != expect_size and size > HASH_OTHER_SIZES_UP_TO:
+            return Existing("file", None, size)
         h = hashlib.sha256()
-        while chunk := os.read(fd, 1 << 20):
+        while chunk := os.read(at.fd, 1 << 20):
             h.update(chunk)
         digest = h.hexdigest()
         if digest == expect_sha256:
-            fsync(fd, f"the existing file {name!r}", "file", sw)
-        return Existing("file", digest, st.st_size)
-    finally:
-        os.close(fd)
-
-
-def same_inode(fd: int, other: int | os.stat_result) -> bool:
-    a = os.fstat(fd)
-    b = other if isinstance(other, os.stat_result) else os.fstat(other)
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+            fsync(at.fd, f"the existing file {name!r}", "file", sw)
+        return Existing("file", digest, size)
 
 
 def still_in_place(workspace: Path, root_fd: int, parts: list[str], dirfd: int, sw: Switches) -> bool:

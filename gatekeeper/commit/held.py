@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gatekeeper.commit import fsops, swap
+from gatekeeper.commit import swap
 from gatekeeper.commit.journal import JOURNAL_NAME, Entry, Journal, JournalError
-from gatekeeper.commit.testing import OFF
 from gatekeeper.store.commits import outcome_ids
+from gatekeeper.workspace import beneath
 
 if TYPE_CHECKING:
     from gatekeeper.commit.checks import Candidate
@@ -128,9 +128,9 @@ def sweep_recorded(c: Candidate, policy: Policy, state_of: Callable[[str], dict[
     if c.mode == "create" or server is None or str(server.workspace) != c.workspace:
         return
     with contextlib.suppress(OSError):
-        root = fsops.open_root(server.workspace)
+        root = beneath.open_root(server.workspace)
         try:
-            folder = fsops.open_dir(root, c.path.split("/")[:-1], OFF, create=False)
+            folder = beneath.open_folder(root, c.path.split("/")[:-1])
             try:
                 swap.sweep(folder, state_of)
             finally:

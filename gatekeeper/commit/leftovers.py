@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.commit import fsops, swap
-from gatekeeper.commit.testing import OFF
+from gatekeeper.commit import swap
+from gatekeeper.workspace import beneath
 
 StateOf = Callable[[str], dict[str, Any] | None]
 _SUFFIX = ".leftovers"
@@ -88,14 +88,14 @@ def _sweep_folder(workspace: str, folder: str, state_of: StateOf) -> bool:
     """Sweep one folder beneath its workspace (no symbolic link followed). False: it cannot be opened
     now (keep the note for a later pass); a folder that is gone has nothing left to sweep."""
     try:
-        root = fsops.open_root(Path(workspace))
+        root = beneath.open_root(Path(workspace))
     except FileNotFoundError:
         return True
     except OSError:
         return False
     try:
-        dirfd = fsops.open_dir(root, folder.split("/") if folder else [], OFF, create=False)
-    except (FileNotFoundError, fsops.InTheWay):
+        dirfd = beneath.open_folder(root, folder.split("/") if folder else [])
+    except (FileNotFoundError, beneath.InTheWay):
         return True
     except OSError:
         return False

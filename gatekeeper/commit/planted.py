@@ -2,19 +2,21 @@
 
 The crash campaign (tests/test_commit_crash.py, ``make crash``) must catch each of them; that
 is how we know it can catch a real one. Production code never imports this module: it asks
-``Switches.step`` for a step's function, and only ``GATEKEEPER_PLANT_BUG`` swaps one of these in.
+``Switches.step`` for a step's function, and only the test harness (``faults.from_env``, on
+``GATEKEEPER_PLANT_BUG``) swaps one of these in (``BUGS``: name -> the step it replaces, the function).
 Each keeps the crash points of the step it replaces, so kills land in the same places.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from gatekeeper.canonical import now_ts
 from gatekeeper.commit.fsops import Published, fsync, write_all
 from gatekeeper.commit.swap import Change, Done, look
-from gatekeeper.commit.testing import Switches
+from gatekeeper.commit.switches import Switches
 from gatekeeper.store import events as ev
 from gatekeeper.store.store import Store
 
@@ -71,3 +73,10 @@ def change_in_place(dirfd: int, c: Change, sw: Switches) -> Done:
     finally:
         os.close(fd)
     return Done("applied", "", c.sha256, sync=True)
+
+
+BUGS: dict[str, tuple[str, Callable[..., Any]]] = {
+    "separate_event": ("record_outcomes", separate_event),
+    "in_place": ("publish", in_place),
+    "change_in_place": ("apply_change", change_in_place),
+}

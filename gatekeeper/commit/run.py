@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager, closing, contextmanager, nullcont
 from gatekeeper.commit.committer import Committer, Result
 from gatekeeper.commit.lock import CommitLock
 from gatekeeper.commit.policy_source import PolicySource
-from gatekeeper.commit.testing import Switches
+from gatekeeper.commit.switches import Switches
 from gatekeeper.errors import InvalidInput
 from gatekeeper.home import Home
 from gatekeeper.policy import Policy

@@ -19,7 +19,6 @@ proposal time, so a repeated attempt can only ever write the same bytes over the
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import os
 import re
@@ -28,11 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gatekeeper.commit import fsops, syscalls
-from gatekeeper.commit.testing import Switches
+from gatekeeper.commit import fsops
+from gatekeeper.commit.switches import Switches
+from gatekeeper.workspace import syscalls
+from gatekeeper.workspace.probe import probe
 
 TMP_RE = re.compile(r"^\.gatekeeper-([0-9A-Za-z]+)\.new$")
-_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 NOTHING = "nothing was written"
 
 
@@ -54,31 +54,17 @@ class Look:
 def look(dirfd: int, name: str, sizes: set[int]) -> Look:
     """What holds ``name`` now, without following it; a regular file of one of ``sizes`` is hashed
     (of any other size it cannot hold the digests asked about, so it is not read)."""
-    try:
-        fd = os.open(name, _FLAGS, dir_fd=dirfd)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return Look("symlink")
-        if exc.errno == errno.ENOENT:
-            return Look("missing")
-        if exc.errno == errno.ENXIO:
-            return Look("other")
-        raise
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            return Look("folder")
-        if not stat.S_ISREG(st.st_mode):
-            return Look("other")
+    with probe(dirfd, name) as at:
+        if at.kind != "file" or at.st is None:
+            return Look(at.coarse)
+        st = at.st
         digest = None
         if st.st_size in sizes:
             h = hashlib.sha256()
-            while chunk := os.read(fd, 1 << 20):
+            while chunk := os.read(at.fd, 1 << 20):
                 h.update(chunk)
             digest = h.hexdigest()
         return Look("file", digest, st.st_size, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)

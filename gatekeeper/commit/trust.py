@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gatekeeper import signing
 from gatekeeper.canonical import sha256_hex
 from gatekeeper.errors import GatekeeperError
+from gatekeeper.trust import signing
 
 if TYPE_CHECKING:
     from gatekeeper.commit.checks import Candidate
     from gatekeeper.home import Home
-    from gatekeeper.keys import KeyRing
+    from gatekeeper.trust.keys import KeyRing
 
 
 @dataclass(frozen=True)

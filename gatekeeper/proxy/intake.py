@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from gatekeeper import changes
 from gatekeeper.canonical import format_ts, sha256_hex, utc_now
-from gatekeeper.commit.reading import read_at
+from gatekeeper.content import changes
+from gatekeeper.content.paths import PathRefused, check_existing, normalise_destination
 from gatekeeper.errors import InvalidInput
-from gatekeeper.paths import PathRefused, check_existing, normalise_destination
 from gatekeeper.policy import Propose, Server
 from gatekeeper.store.store import ProposalDraft
+from gatekeeper.workspace.reading import read_at
 
 ARGUMENT_ALLOWANCE = 8 * 1024
 """Room in a proposal's argument object for everything besides the content (path, title, small

@@ -14,9 +14,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gatekeeper import changes
 from gatekeeper.canonical import sha256_hex
-from gatekeeper.diff import unified
+from gatekeeper.content import changes
+from gatekeeper.content.diff import unified
 from gatekeeper.errors import InvalidInput
 from gatekeeper.home import Home
 from gatekeeper.policy import RESERVED_TOOL, Policy, Propose, Server

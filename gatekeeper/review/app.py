@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from gatekeeper.approval import RelyingParty
 from gatekeeper.home import Home
 from gatekeeper.origins import host_of, public_origin
 from gatekeeper.resources import templates_dir
@@ -29,6 +28,7 @@ from gatekeeper.review.routes import api, decisions, enrol, login, pages, signed
 from gatekeeper.review.state import ReviewState
 from gatekeeper.store.checkpoints import CHECKPOINT_EVERY, append_checkpoint
 from gatekeeper.store.proofs import ApprovalRules
+from gatekeeper.trust.approval import RelyingParty
 
 if TYPE_CHECKING:
     from gatekeeper.policy import Policy

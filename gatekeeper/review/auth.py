@@ -15,9 +15,9 @@ from typing import Any
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from gatekeeper.passwords import hash_password, verify_password
+from gatekeeper.trust.passwords import hash_password, verify_password
 
-# The password helpers live in gatekeeper.passwords (the store checks step-up passwords); named here too.
+# The password helpers live in gatekeeper.trust.passwords (the store checks step-up passwords); named here too.
 __all__ = [
     "LINK_TTL",
     "LOGIN_COOKIE",

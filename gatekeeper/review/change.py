@@ -3,7 +3,7 @@ marked and counted per side, the bytes a delete removes, a binary file's hex, an
 on disk still is the base the proposal was made against.
 
 Plain data for the template (which escapes every piece). The disk is read only here, once per page
-view, with the committer's read-only primitives (``commit.reading.read_at``: no symlinks followed).
+view, read beneath the workspace (``workspace.reading.read_at``: no symlinks followed).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from gatekeeper import diff, humane
-from gatekeeper.commit.reading import read_at
+from gatekeeper import humane
+from gatekeeper.content import diff
 from gatekeeper.review import render
+from gatekeeper.workspace.reading import read_at
 
 HEX_BYTES = 4096  # a binary change shows this much of each side as hex
 

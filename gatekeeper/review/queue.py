@@ -9,7 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from gatekeeper.cautions import Caution
+from gatekeeper.content.cautions import Caution
 from gatekeeper.store import cautioned
 from gatekeeper.store.queries import ProposalRow, Reader
 

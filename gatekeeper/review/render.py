@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from gatekeeper import invisible
+from gatekeeper.content import invisible
 
 DISPLAY_LIMIT = 256 * 1024  # bytes shown inline; larger proposals say so and offer the raw download
 HEX_WIDTH = 16

@@ -1,4 +1,4 @@
-"""Serve the review app with uvicorn, and say when it listens (``gatekeeper.ready``).
+"""Serve the review app with uvicorn, and say when it listens (``gatekeeper.up.ready``).
 
 ``uvicorn.run`` gives no word once its socket is bound, and a page that could not bind (its port
 taken) must not pass for one that is starting: ``gatekeeper up`` prints a log-in link only after

@@ -1,4 +1,4 @@
-"""Proposals with a warning (``gatekeeper.cautions``) as the store reads them: for the queue's rows,
+"""Proposals with a warning (``gatekeeper.content.cautions``) as the store reads them: for the queue's rows,
 and for a batch approval, which refuses them whole with an event per proposal.
 
 Bytes over ``LARGE`` are not fetched (the size alone decides), so a batch or a page of 50 rows reads
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gatekeeper.cautions import LARGE, Caution, cautions
+from gatekeeper.content.cautions import LARGE, Caution, cautions
 from gatekeeper.errors import Conflict
 from gatekeeper.store import events as ev
 from gatekeeper.store.bounded import bounded

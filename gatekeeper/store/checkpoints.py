@@ -7,9 +7,9 @@ does not hold, so ``audit verify`` can tell that the event at that seq is no lon
 
 from __future__ import annotations
 
-from gatekeeper import signing
 from gatekeeper.store import events as ev
 from gatekeeper.store.tx import Event, Transactions
+from gatekeeper.trust import signing
 
 CHECKPOINT_EVERY = 300.0  # seconds between the review page's checkpoints (when the chain moved)
 

@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gatekeeper import humane, signing
-from gatekeeper.approval import ApprovalRefused, Proof, Subject
+from gatekeeper import humane
 from gatekeeper.canonical import now_ts
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.store import cautioned, quorum
@@ -23,9 +22,11 @@ from gatekeeper.store.proofs import ApprovalRules, Checked, PasswordCheck, Passw
 from gatekeeper.store.signed_rows import reviewer_refusal
 from gatekeeper.store.tx import Event, Transactions, Tx
 from gatekeeper.store.values import VERDICTS
+from gatekeeper.trust import signing
+from gatekeeper.trust.approval import ApprovalRefused, Proof, Subject
 
 if TYPE_CHECKING:
-    from gatekeeper.keys import KeyRing, Signer
+    from gatekeeper.trust.keys import KeyRing, Signer
 
 MAX_BATCH = 50  # proposals approved with one assertion
 ANY = ApprovalRules()  # approve_with: any, and no relying party (passkey approvals refused)
@@ -97,7 +98,7 @@ class Decisions(Transactions):
     ) -> list[Event]:
         """Approve several proposals with one assertion, all or none: ``shown[i]`` is the proof's
         digest ``i`` (``proof.index`` is ignored), and each decision stores its own index. A proposal
-        with a warning (``gatekeeper.cautions``) refuses the whole batch, with an event for it."""
+        with a warning (``gatekeeper.content.cautions``) refuses the whole batch, with an event for it."""
         if not 0 < len(shown) <= MAX_BATCH:
             raise InvalidInput(f"approve between 1 and {MAX_BATCH} proposals at once, not {len(shown)}")
         if len(shown) != len(proof.digests):
@@ -189,7 +190,7 @@ class Decisions(Transactions):
         with self.transaction() as tx:
             row = tx.first("SELECT password_hash FROM reviewer WHERE name = ? AND disabled_at IS NULL", (reviewer,))
         stored = None if row is None else str(row[0])
-        from gatekeeper.passwords import verify_password  # argon2 only where a password is checked
+        from gatekeeper.trust.passwords import verify_password  # argon2 only where a password is checked
 
         return PasswordCheck(stored, verify_password(stored, proof.password))
 

@@ -83,7 +83,7 @@ def upgrade(db_path: Database, migrations: Path | None = None) -> SchemaStatus:
 
 
 def max_decision_id(db: Database) -> int:
-    """The highest decision id so far (0: none): where HMAC-signed decisions end (``gatekeeper.keys``)."""
+    """The highest decision id so far (0: none): where HMAC-signed decisions end (``gatekeeper.trust.keys``)."""
     sql = "SELECT coalesce(max(id), 0) FROM decision"
     if isinstance(db, PostgresUrl):
         from gatekeeper.store.postgres import PostgresBackend

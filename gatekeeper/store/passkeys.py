@@ -1,6 +1,6 @@
 """Passkeys: one-time enrolment links, reviewers' credentials, and the nonces approvals answer.
 
-No HTTP and no WebAuthn parsing here (``gatekeeper.enrolment`` and ``gatekeeper.approval`` do
+No HTTP and no WebAuthn parsing here (``gatekeeper.trust.enrolment`` and ``gatekeeper.trust.approval`` do
 that): these are the rows and their audit events. An enrolment token is stored only as its
 sha256, so a copy of the database cannot enrol a passkey.
 """
@@ -15,19 +15,19 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from gatekeeper import humane
-from gatekeeper.approval import StoredPasskey, Subject, batch_challenge, decision_digest
 from gatekeeper.canonical import format_ts, now_ts, sha256_hex, utc_now
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.store import cautioned
 from gatekeeper.store import events as ev
 from gatekeeper.store.decisions import already_decided
 from gatekeeper.store.proofs import passkey_by_credential
-from gatekeeper.store.row_marks import remember
 from gatekeeper.store.signed_rows import PASSKEY_COLUMNS, next_seq, passkey_problem, passkey_signed
 from gatekeeper.store.tx import Event, Transactions, Tx
+from gatekeeper.trust.approval import StoredPasskey, Subject, batch_challenge, decision_digest
+from gatekeeper.trust.row_marks import remember
 
 if TYPE_CHECKING:  # the WebAuthn ceremony module imports webauthn, which the proxy never needs
-    from gatekeeper.enrolment import NewPasskey
+    from gatekeeper.trust.enrolment import NewPasskey
 
 ENROLMENT_TTL = timedelta(hours=24)
 CHALLENGE_TTL = timedelta(minutes=5)

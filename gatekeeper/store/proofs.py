@@ -2,7 +2,7 @@
 
 A review session cookie can leak (browsers do not scope cookies by port on loopback), so the
 session alone never approves: a passkey reviewer's approval carries a WebAuthn assertion over the
-exact decision (``gatekeeper.approval``), a password reviewer's the password typed again. The
+exact decision (``gatekeeper.trust.approval``), a password reviewer's the password typed again. The
 nonce is spent and the passkey's counter moved in the same transaction as the decision rows.
 """
 
@@ -13,7 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gatekeeper.approval import (
+from gatekeeper.canonical import now_ts
+from gatekeeper.store import events as ev
+from gatekeeper.store.signed_rows import passkey_refusal
+from gatekeeper.store.tx import Tx
+from gatekeeper.trust.approval import (
     ApprovalRefused,
     Proof,
     RelyingParty,
@@ -21,14 +25,10 @@ from gatekeeper.approval import (
     Subject,
     verify_approval,
 )
-from gatekeeper.canonical import now_ts
-from gatekeeper.store import events as ev
-from gatekeeper.store.signed_rows import passkey_refusal
-from gatekeeper.store.tx import Tx
 
 if TYPE_CHECKING:
-    from gatekeeper.keys import KeyRing
     from gatekeeper.policy import Policy
+    from gatekeeper.trust.keys import KeyRing
 
 WRONG_PASSWORD = "the password typed for this approval is not right"
 

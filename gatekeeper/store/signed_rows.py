@@ -10,7 +10,7 @@ enabled row of a reviewer since disabled, a removed passkey), because a later ev
 event appended by the writer does not help either: the current row then fails too. Only deleting
 the later events and recomputing every hash would, and that is what signed checkpoints catch.
 
-Typed against ``Signer``/``KeyRing`` only: cryptography is imported by ``gatekeeper.keys``, which
+Typed against ``Signer``/``KeyRing`` only: cryptography is imported by ``gatekeeper.trust.keys``, which
 the store loads when it signs or verifies, never when the proxy opens it.
 """
 
@@ -19,13 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from gatekeeper import signing
 from gatekeeper.store import events as ev
+from gatekeeper.trust import signing
 
 if TYPE_CHECKING:
-    from gatekeeper.keys import KeyRing, Signer
     from gatekeeper.store.queries import Reader
     from gatekeeper.store.tx import Tx
+    from gatekeeper.trust.keys import KeyRing, Signer
 
 REVIEWER_COLUMNS = "name, password_hash, created_at, disabled_at, key_id, signature"
 PASSKEY_COLUMNS = "reviewer, credential_id, public_key, created_at, removed_at, key_id, signature"
@@ -92,7 +92,7 @@ def _problem(seqs: Iterator[int], verifies: Callable[[int], bool], what: str, ma
     if latest is None:
         return f"no audit event records the {what} row: it was written outside Gatekeeper"
     if verifies(latest):
-        if latest < mark:  # the later change events were cut from the chain (``row_marks.py``)
+        if latest < mark:  # the later change events were cut from the chain (``trust/row_marks.py``)
             return (
                 f"the {what} row is the one signed at seq {latest}, but this home signed a later change of it at "
                 f"seq {mark}: an older row was put back and the later change cut from the audit chain"

@@ -19,10 +19,10 @@ from gatekeeper.store.commits import CommitRecords
 from gatekeeper.store.decisions import Decisions
 from gatekeeper.store.passkeys import Passkeys
 from gatekeeper.store.pins import ToolPins
-from gatekeeper.store.row_marks import remember
 from gatekeeper.store.signed_rows import change_seqs, next_seq, reviewer_signed
 from gatekeeper.store.tx import RETRY_SECONDS, Event, Tx
 from gatekeeper.store.values import MODES
+from gatekeeper.trust.row_marks import remember
 
 __all__ = ["Event", "ProposalDraft", "Proposed", "Store", "Tx"]
 

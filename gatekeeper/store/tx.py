@@ -20,7 +20,7 @@ from gatekeeper.store.target import Database
 from gatekeeper.store.version import check_schema
 
 if TYPE_CHECKING:
-    from gatekeeper.keys import KeyRing, Signer
+    from gatekeeper.trust.keys import KeyRing, Signer
 
 T = TypeVar("T")
 RETRY_SECONDS = 120.0  # how long an idempotent write waits for a restarted or failed-over server
@@ -97,7 +97,7 @@ class Transactions:
     def __init__(self, db: Database, *, check: bool = True, keys_dir: Path | None = None) -> None:
         self.backend = backend_for(db)
         self.db_path = self.backend.database  # a Path for SQLite (the name older callers know)
-        # The Ed25519 keys (``gatekeeper.keys``): the home's keys/ folder beside a SQLite database by
+        # The Ed25519 keys (``gatekeeper.trust.keys``): the home's keys/ folder beside a SQLite database by
         # default; a PostgreSQL store is told where the home keeps them.
         if keys_dir is None and isinstance(self.db_path, Path):
             keys_dir = self.db_path.parent / "keys"
@@ -118,12 +118,12 @@ class Transactions:
     def signer(self) -> Signer:
         """The review side's private key, read now (a rotation takes effect at once); refused where
         only public keys are kept. cryptography loads here, not when the proxy opens the store."""
-        from gatekeeper.keys import Keys
+        from gatekeeper.trust.keys import Keys
 
         return Keys(self._keys()).signer()
 
     def keyring(self) -> KeyRing:
-        from gatekeeper.keys import Keys
+        from gatekeeper.trust.keys import Keys
 
         return Keys(self._keys()).keyring()
 

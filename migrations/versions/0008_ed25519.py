@@ -1,4 +1,4 @@
-"""Signatures no database writer can forge (Ed25519, ``gatekeeper.keys``).
+"""Signatures no database writer can forge (Ed25519, ``gatekeeper.trust.keys``).
 
 - ``decision.key_id``: the Ed25519 key that signed the decision (``signature`` then holds the
   Ed25519 signature, hex). NULL on older decisions, which were HMAC-signed with ``secret.key``.

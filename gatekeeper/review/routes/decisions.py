@@ -7,7 +7,6 @@ from typing import Annotated, Any, TypedDict
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
-from gatekeeper.approval import ApprovalRefused
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.review.access import State, unsafe
 from gatekeeper.review.errors import ReviewError
@@ -17,6 +16,7 @@ from gatekeeper.review.routes.pages import proposal_page
 from gatekeeper.review.state import ReviewState
 from gatekeeper.store.proofs import WRONG_PASSWORD, PasswordProof
 from gatekeeper.store.reviews import Session
+from gatekeeper.trust.approval import ApprovalRefused
 
 router = APIRouter()
 

@@ -16,8 +16,6 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from gatekeeper import enrolment
-from gatekeeper.approval import ApprovalRefused, Assertion, verify_assertion
 from gatekeeper.errors import Conflict, NotFound
 from gatekeeper.review import auth, cookies, where
 from gatekeeper.review.access import State
@@ -25,6 +23,8 @@ from gatekeeper.review.errors import ReviewError
 from gatekeeper.review.routes.login import with_session
 from gatekeeper.review.state import ReviewState
 from gatekeeper.store.events import LOGIN_FAILED, REQUEST_REFUSED
+from gatekeeper.trust import enrolment
+from gatekeeper.trust.approval import ApprovalRefused, Assertion, verify_assertion
 
 router = APIRouter()
 LINK_USED = (

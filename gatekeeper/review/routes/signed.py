@@ -18,8 +18,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import JSONResponse
 
-from gatekeeper import enrolment
-from gatekeeper.approval import ApprovalRefused, Assertion, Proof
 from gatekeeper.errors import Conflict, InvalidInput, NotFound
 from gatekeeper.review import where
 from gatekeeper.review.access import State, unsafe
@@ -30,6 +28,8 @@ from gatekeeper.store.events import CHALLENGE_REFUSED
 from gatekeeper.store.passkeys import MAX_OPEN_CHALLENGES, TooManyChallenges
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.reviews import Session
+from gatekeeper.trust import enrolment
+from gatekeeper.trust.approval import ApprovalRefused, Assertion, Proof
 
 router = APIRouter(prefix="/api")
 

@@ -1,8 +1,8 @@
 """Which characters a reader cannot see, or that change what they see: one answer for the whole app.
 
-Destinations refuse them (gatekeeper.paths); the review page marks and counts them
+Destinations refuse them (gatekeeper.content.paths); the review page marks and counts them
 (gatekeeper.review.render). General categories alone miss many: the Unicode
-Default_Ignorable_Code_Point property (gatekeeper.unicode_ignorable) adds Hangul fillers,
+Default_Ignorable_Code_Point property (gatekeeper.content.unicode_ignorable) adds Hangul fillers,
 variation selectors, U+034F, U+17B4..., and a few visible-category characters draw as blank.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 from functools import lru_cache
 
-from gatekeeper.unicode_ignorable import is_default_ignorable
+from gatekeeper.content.unicode_ignorable import is_default_ignorable
 
 # Bidirectional controls: they reorder what the reader sees around them.
 BIDI = frozenset({0x200E, 0x200F, 0x061C} | set(range(0x202A, 0x202F)) | set(range(0x2066, 0x206A)))

@@ -2,7 +2,7 @@
 
 A revert is an ordinary proposal (it goes through review and the committer's compare-and-swap);
 this module only decides its mode, base and result from the committed proposal and what is at the
-destination now. No I/O here: the caller reads the file (``commit.reading.read_at``).
+destination now. No I/O here: the caller reads the file (``workspace.reading.read_at``).
 
     committed   outcome    revert          base            result
     create      created    delete          current bytes   (none)
@@ -23,10 +23,10 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from gatekeeper.canonical import format_ts, sha256_hex, utc_now
-from gatekeeper.commit.reading import Found
 from gatekeeper.errors import Conflict
 from gatekeeper.store.store import ProposalDraft
 from gatekeeper.store.values import DONE_OUTCOMES
+from gatekeeper.workspace.reading import Found
 
 if TYPE_CHECKING:
     from gatekeeper.policy import Policy

@@ -1,7 +1,7 @@
 """The canonical messages Gatekeeper signs, and the HMAC of decisions made before Ed25519.
 
 Since migration 0008 a decision, a reviewer row, a passkey row and a chain checkpoint are signed
-with the review side's Ed25519 key (``gatekeeper.keys``) over the messages below; committers and
+with the review side's Ed25519 key (``gatekeeper.trust.keys``) over the messages below; committers and
 ``audit verify`` hold only public keys. A decision's message covers everything the committer acts
 on, read from the proposal row (server, tool, workspace and its real path, path, mode, base and
 result sha256) and from the decision (verdict, reviewer, reason, time, proof), plus the key id.

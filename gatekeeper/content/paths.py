@@ -13,7 +13,7 @@ import stat
 import unicodedata
 from pathlib import Path, PurePosixPath
 
-from gatekeeper import invisible
+from gatekeeper.content import invisible
 from gatekeeper.errors import InvalidInput
 
 MAX_COMPONENT_BYTES = 255

@@ -27,8 +27,8 @@ from gatekeeper.canonical import canonical_bytes, canonical_json, sha256_hex
 from gatekeeper.errors import Conflict
 from gatekeeper.origins import public_origin
 
-PURPOSE = "gatekeeper.approval.v1"
-BATCH_PREFIX = b"gatekeeper.approval.batch.v1"
+PURPOSE = "gatekeeper.trust.approval.v1"
+BATCH_PREFIX = b"gatekeeper.trust.approval.batch.v1"
 RP_ID = "localhost"  # WebAuthn refuses an IP address as relying-party id
 METHODS = ("passkey", "password")
 APPROVE_WITH = ("any", "passkey")

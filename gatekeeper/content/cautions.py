@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from gatekeeper import humane, invisible
+from gatekeeper import humane
+from gatekeeper.content import invisible
 
 LARGE = 64 * 1024  # bytes; above this a proposal is read on its own page, not approved from a row
 _PLAIN = frozenset("\n\t" + "".join(map(chr, range(0x20, 0x7F))))  # as review.render: these never hide in text

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gatekeeper import invisible
+from gatekeeper.content import invisible
 from gatekeeper.errors import InvalidInput
 from gatekeeper.policy import Propose
 

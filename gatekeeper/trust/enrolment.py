@@ -28,8 +28,8 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
-from gatekeeper.approval import RelyingParty, b64url, unb64url
 from gatekeeper.errors import Conflict
+from gatekeeper.trust.approval import RelyingParty, b64url, unb64url
 
 ENROL_PURPOSE = b"gatekeeper.enrol.v1"
 RP_NAME = "Gatekeeper"

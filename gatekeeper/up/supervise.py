@@ -1,7 +1,7 @@
 """``gatekeeper up``: the review page and the committer as two supervised child processes.
 
 They stay separate processes (each with its own privileges in the design); this only starts
-them, waits until each says it is running (``gatekeeper.ready``) and the page answers, restarts
+them, waits until each says it is running (``gatekeeper.up.ready``) and the page answers, restarts
 one that dies after that (with backoff, and says so), stops both on Ctrl-C, and prints a line
 when a proposal arrives, is decided and is committed, by following the audit log. A child that
 ends before it was running is not restarted: ``up`` stops with its reason (``StartFailed``).
@@ -23,13 +23,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from gatekeeper.home import Home
-from gatekeeper.ready import ENV_READY_FD, ReadyPipe
 from gatekeeper.store import events as ev
 from gatekeeper.store.backends import DatabaseUnreachable, Outage
 from gatekeeper.store.follow import Follower
 from gatekeeper.store.target import ENV_DATABASE_URL, PostgresUrl, as_url
 from gatekeeper.store.values import DONE_OUTCOMES
-from gatekeeper.upcheck import StartFailed, log_reason
+from gatekeeper.up.checks import StartFailed, log_reason
+from gatekeeper.up.ready import ENV_READY_FD, ReadyPipe
 
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
 SLOW_START = 20.0  # seconds before ``up`` says it is still waiting for a child (it keeps waiting)

@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
 from gatekeeper.errors import GatekeeperError
-from gatekeeper.store.row_marks import MARKS_NAME
+from gatekeeper.trust.row_marks import MARKS_NAME
 
 KEYS_DIR = "keys"
 PRIVATE_NAME = "decision-ed25519"
@@ -65,7 +65,7 @@ class KeyRing:
 
     def mark(self, what: str, name: str) -> int:
         """The seq of the newest change of that row signed in this home (0: none known)."""
-        from gatekeeper.store.row_marks import read_marks
+        from gatekeeper.trust.row_marks import read_marks
 
         return 0 if self.marks is None else read_marks(self.marks).get(f"{what}:{name}", 0)
 

@@ -1,5 +1,5 @@
-"""What is at a workspace-relative path right now, read with the committer's primitives: each
-folder opened beneath the root without following a symlink, the file itself opened ``O_NOFOLLOW``.
+"""What is at a workspace-relative path right now: each folder opened beneath the root without
+following a symlink (``beneath``), the name itself looked at by the one probe (``probe``).
 
 Read-only. The proxy reads a change's base with it, the review page checks that the base is
 still there, ``revert`` reads what it would restore over.
@@ -7,16 +7,13 @@ still there, ``revert`` reads what it would restore over.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from gatekeeper.commit import fsops
-from gatekeeper.commit.testing import OFF
-
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+from gatekeeper.workspace.beneath import InTheWay, open_folder, open_root
+from gatekeeper.workspace.probe import probe
 
 
 @dataclass(frozen=True)
@@ -38,13 +35,13 @@ class Found:
 def read_at(workspace: Path, rel: str, limit: int) -> Found:
     """Read ``rel`` (normalised, relative, POSIX) beneath ``workspace``: at most ``limit`` bytes."""
     parts = rel.split("/")
-    root = fsops.open_root(workspace)
+    root = open_root(workspace)
     try:
         try:
-            dirfd = fsops.open_dir(root, parts[:-1], OFF, create=False)
+            dirfd = open_folder(root, parts[:-1])
         except FileNotFoundError:
             return Found("missing")
-        except fsops.InTheWay as exc:
+        except InTheWay as exc:
             return Found("blocked", detail=exc.detail)
     finally:
         os.close(root)
@@ -55,32 +52,17 @@ def read_at(workspace: Path, rel: str, limit: int) -> Found:
 
 
 def _read_file(dirfd: int, name: str, limit: int) -> Found:
-    try:
-        fd = os.open(name, _FILE_FLAGS, dir_fd=dirfd)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return Found("symlink")
-        if exc.errno == errno.ENOENT:
-            return Found("missing")
-        if exc.errno == errno.ENXIO:  # a socket
-            return Found("other")
-        raise
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            return Found("folder")
-        if not stat.S_ISREG(st.st_mode):
-            return Found("other")
-        mode = stat.S_IMODE(st.st_mode)
-        if st.st_size > limit:
-            return Found("file", None, st.st_size, mode)
+    with probe(dirfd, name) as at:
+        if at.kind != "file" or at.st is None:
+            return Found(at.coarse)
+        mode = stat.S_IMODE(at.st.st_mode)
+        if at.st.st_size > limit:
+            return Found("file", None, at.st.st_size, mode)
         chunks, total = [], 0
-        while chunk := os.read(fd, min(1 << 20, limit + 1 - total)):
+        while chunk := os.read(at.fd, min(1 << 20, limit + 1 - total)):
             chunks.append(chunk)
             total += len(chunk)
             if total > limit:  # it grew while being read
                 return Found("file", None, total, mode)
         data = b"".join(chunks)
         return Found("file", data, len(data), mode)
-    finally:
-        os.close(fd)
