@@ -15,8 +15,8 @@ resident memory are what a bare Python relay costs.
 - ``uvloop``: the ``asyncio`` relay on uvloop's event loop (libuv), if uvloop is installed.
 - ``uvloop-protocol``: uvloop, asyncio ``Protocol`` callbacks on both pipes (no streams, no tasks):
   each chunk split into lines in the read callback and each whole line handed to the other pipe's
-  ``transport.write`` at once. This is how the proxy's fast path carries bytes (proxy/hostio.py,
-  proxy/child.py), so it is the floor of the proxy's design: what is left above it is the proxy's
+  ``transport.write`` at once. This is how the proxy's fast path carries bytes (proxy/host/stdio.py,
+  proxy/servers/stdio/process.py), so it is the floor of the proxy's design: what is left above it is the proxy's
   own Python per message.
 """
 

@@ -1,5 +1,5 @@
-"""What one host line costs to parse: the lean parse (proxy/wireparse.py: orjson and a shape check)
-against today's (proxy/wire.py: the SDK's pydantic models), interleaved in one run (issue 12, step 3).
+"""What one host line costs to parse: the lean parse (proxy/host/parse.py: orjson and a shape check)
+against today's (proxy/host/oracle.py: the SDK's pydantic models), interleaved in one run (issue 12, step 3).
 
 Per line kind, rounds alternate which parser goes first; each round parses the same line ``--lines``
 times with each and the table shows the median over rounds of µs per line, with the min-max spread.
@@ -20,7 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gatekeeper.proxy import wire, wireparse
+from gatekeeper.proxy.host import oracle as wire
+from gatekeeper.proxy.host import parse as wireparse
 
 ENVELOPE = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -68,7 +69,7 @@ def main() -> None:
     parsers: dict[str, Callable[[bytes], Any]] = {"lean": wireparse.parse, "wire": wire.parse}
     print(f"{'line':30} {'bytes':>7} {'lean µs':>18} {'wire µs':>18} {'wire/lean':>9}")
     for label, line in LINES.items():
-        assert wireparse.lean(line) is not None, label  # the lean parse takes it itself
+        assert wireparse.quick(line) is not None, label  # the lean parse takes it itself
         times: dict[str, list[float]] = {name: [] for name in parsers}
         for round_no in range(args.rounds):
             order = list(parsers) if round_no % 2 == 0 else list(reversed(parsers))
@@ -78,8 +79,8 @@ def main() -> None:
         spread = {name: f"{cells[name]:7.2f} [{min(v):.1f}-{max(v):.1f}]" for name, v in times.items()}
         ratio = cells["wire"] / cells["lean"]
         print(f"{label:30} {len(line):7,} {spread['lean']:>18} {spread['wire']:>18} {ratio:8.1f}x")
-    lean_import = import_seconds("gatekeeper.proxy.wireparse")
-    wire_import = import_seconds("gatekeeper.proxy.wire")
+    lean_import = import_seconds("gatekeeper.proxy.host.parse")
+    wire_import = import_seconds("gatekeeper.proxy.host.oracle")
     print(f"import: wireparse {lean_import * 1000:.0f} ms, wire {wire_import * 1000:.0f} ms (median of 5)")
 
 

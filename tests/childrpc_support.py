@@ -1,4 +1,4 @@
-"""Real stdio servers spoken to two ways: our client (proxy/childrpc.py + negotiate.py) and the SDK's."""
+"""Real stdio servers spoken to two ways: our client (proxy/servers/stdio/rpc.py + negotiate.py) and the SDK's."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 from mcp import Client, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
-from gatekeeper.proxy.child import ChildProcess, child_process
-from gatekeeper.proxy.childrpc import ChildSession, Notify, OnLog, serving
-from gatekeeper.proxy.negotiate import Negotiated, negotiate
+from gatekeeper.proxy.servers.stdio.handshake import Negotiated, negotiate
+from gatekeeper.proxy.servers.stdio.process import ChildProcess, child_process
+from gatekeeper.proxy.servers.stdio.rpc import ChildSession, Notify, OnLog, serving
 from tests.peers.external import PEERS, filesystem_server, git_server, old_sdk_python
 from tests.proxy_support import PY, REPO
 
@@ -83,7 +83,7 @@ async def lean(
 
 @asynccontextmanager
 async def sdk(params: StdioServerParameters, tmp: Path, mode: str = "auto") -> AsyncIterator[Client]:
-    """The SDK client as the proxy configures it toward a child (proxy/downstream.py)."""
+    """The SDK client as the proxy configures it toward a child (proxy/servers/downstream.py)."""
 
     async def roots(context: Any) -> types.ListRootsResult:
         return types.ListRootsResult.model_validate(roots_of(tmp))

@@ -1,6 +1,6 @@
 """The MCP SDK's own server as an oracle, driven in memory with raw JSON-RPC messages.
 
-tests/test_hostera.py holds Gatekeeper's SDK-free era rules (proxy/hostera.py) to what the SDK 2.3
+tests/test_hostera.py holds Gatekeeper's SDK-free era rules (proxy/host/era.py) to what the SDK 2.3
 ``Server`` answers. A conversation runs a real ``Server`` (configured as Gatekeeper's host side
 was, tests/sdk_oracle_host.py, in front of a real ``Proxy``; or a small one with fixed results)
 over a pair of in-memory streams, one fresh connection each, so its era lock is decided anew by
@@ -25,7 +25,7 @@ from gatekeeper import __version__
 from gatekeeper.home import Home
 from gatekeeper.policy.loader import load_policy
 from gatekeeper.proxy import completion
-from gatekeeper.proxy.server import Proxy
+from gatekeeper.proxy.routing import Proxy
 from tests.helpers import LAST_RESORT
 from tests.host_contract_support import ENVELOPE, POLICY
 from tests.proxy_support import REPO

@@ -1,6 +1,6 @@
 """The SDK 2.3 ``Server`` configured as Gatekeeper's host side once was (proxy/sdkhost.py, deleted
 with the ``GATEKEEPER_PROXY_HOST=sdk`` switch): the oracle tests/test_hostera.py holds our own host
-side (proxy/hostera.py, proxy/hostlean.py) to.
+side (proxy/host/era.py, proxy/session.py) to.
 
 The same name, version, instructions, list-change capabilities, handlers (the ``Proxy``'s own) and
 middleware (error mapping, the completions advertisement), so what the SDK answers is what the
@@ -28,12 +28,12 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import ValidationError
 
 from gatekeeper import __version__
-from gatekeeper.proxy.childface import RpcError
-from gatekeeper.proxy.hostcall import HostCall
-from gatekeeper.proxy.hostera import INSTRUCTIONS
+from gatekeeper.proxy.host.call import HostCall
+from gatekeeper.proxy.host.era import INSTRUCTIONS
 from gatekeeper.proxy.listchanges import Changed
-from gatekeeper.proxy.mcpwire import ToolAnswer
-from gatekeeper.proxy.server import Proxy
+from gatekeeper.proxy.protocol.mcp import ToolAnswer
+from gatekeeper.proxy.protocol.rpc import RpcError
+from gatekeeper.proxy.routing import Proxy
 
 log = logging.getLogger("tests.sdk_oracle_host")
 

@@ -1,4 +1,4 @@
-"""Where a url server may be (gatekeeper/proxy/addresses.py): every class of address, through an
+"""Where a url server may be (gatekeeper/proxy/servers/url/addresses.py): every class of address, through an
 injected resolver (DNS answers a test cannot get from the real resolver), and the real resolver once."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from gatekeeper.policy import Server
-from gatekeeper.proxy.addresses import AddressRefused, resolve, system_resolver
+from gatekeeper.proxy.servers.url.addresses import AddressRefused, resolve, system_resolver
 from tests.http_servers import loopback_alias
 
 

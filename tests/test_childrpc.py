@@ -1,4 +1,4 @@
-"""Our JSON-RPC client toward stdio children (proxy/childrpc.py, negotiate.py) against real servers,
+"""Our JSON-RPC client toward stdio children (proxy/servers/stdio/rpc.py, negotiate.py) against real servers,
 compared with what the SDK client gets from the same server: the handshake's outcome, listings,
 call results, the answers to the child's own requests; and a child dying mid-call, cancellation
 reaching the child's handler, progress, logs, roots and list_changed in both eras."""
@@ -14,9 +14,10 @@ import anyio
 import pytest
 from mcp import StdioServerParameters, types
 
-from gatekeeper.proxy import mcpwire as w
-from gatekeeper.proxy.childrpc import ChildSession, RpcError
-from gatekeeper.proxy.negotiate import CAPABILITIES, CLIENT_INFO
+from gatekeeper.proxy.protocol import mcp as w
+from gatekeeper.proxy.protocol.rpc import RpcError
+from gatekeeper.proxy.servers.stdio.handshake import CAPABILITIES, CLIENT_INFO
+from gatekeeper.proxy.servers.stdio.rpc import ChildSession
 from gatekeeper.proxy.tooldef import tool_dump
 from tests.childrpc_support import dump, lean, peer, roots_of, sdk
 from tests.helpers import LAST_RESORT, await_until

@@ -12,8 +12,8 @@ from typing import Any
 import mcp_types
 import pytest
 
-from gatekeeper.proxy.hostcall import HostCall
-from gatekeeper.proxy.mcpwire import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from gatekeeper.proxy.host.call import HostCall
+from gatekeeper.proxy.protocol.mcp import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 CAPABILITIES: list[dict[str, Any] | None] = [
     None,

@@ -1,4 +1,4 @@
-"""proxy/hostera.py answers as the SDK 2.3 server does: its classifier, a real ``Server`` (Gatekeeper's
+"""proxy/host/era.py answers as the SDK 2.3 server does: its classifier, a real ``Server`` (Gatekeeper's
 own, built by ``Proxy``, and one with fixed results), and the proxy's recorded answers are the oracles."""
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
 
 from gatekeeper import __version__
 from gatekeeper.home import Home
-from gatekeeper.proxy import hostera
-from gatekeeper.proxy import mcpwire as w
+from gatekeeper.proxy.host import era as hostera
+from gatekeeper.proxy.protocol import era as protocol_era
+from gatekeeper.proxy.protocol import mcp as w
 from tests.host_contract_support import CAPS_KEY, INFO_KEY, MODERN, VERSION_KEY, normalised
 from tests.sdk_host_support import (
     INITIALIZED,
@@ -35,11 +36,11 @@ pytestmark = pytest.mark.timeout(120)
 SLOW = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-def sdk_classify(params: Any) -> hostera.Envelope | hostera.Rejection:
+def sdk_classify(params: Any) -> protocol_era.Envelope | protocol_era.Rejection:
     route = classify_inbound_request({"method": "tools/list", "params": params})
     if isinstance(route, InboundLadderRejection):
-        return hostera.Rejection(route.code, route.message, route.data)
-    return hostera.Envelope(route.protocol_version, route.client_info, route.client_capabilities)
+        return protocol_era.Rejection(route.code, route.message, route.data)
+    return protocol_era.Envelope(route.protocol_version, route.client_info, route.client_capabilities)
 
 
 # -- the envelope rungs and the era lock ----------------------------------------------------------------
@@ -66,9 +67,9 @@ params_with_meta = st.one_of(
 @pytest.mark.parametrize(("name", "meta", "expected"), RUNGS, ids=[rung[0] for rung in RUNGS])
 def test_each_recorded_rung_is_the_sdks_and_the_proxys(name: str, meta: Any, expected: dict[str, Any]) -> None:
     params = None if meta is None else {"_meta": meta}
-    ours = hostera.classify(params)
+    ours = protocol_era.classify(params)
     assert ours == sdk_classify(params)
-    if isinstance(ours, hostera.Rejection):
+    if isinstance(ours, protocol_era.Rejection):
         assert ours.error() == expected["error"]
     else:
         assert expected["error"]["code"] == w.METHOD_NOT_FOUND  # accepted; the proxy then has no 2026 ping
@@ -76,7 +77,7 @@ def test_each_recorded_rung_is_the_sdks_and_the_proxys(name: str, meta: Any, exp
 
 @given(params_with_meta)
 def test_any_envelope_is_classified_as_the_sdk_classifies_it(params: Any) -> None:
-    assert hostera.classify(params) == sdk_classify(params)
+    assert protocol_era.classify(params) == sdk_classify(params)
 
 
 def _era_probe(params: Any) -> tuple[dict[str, Any], bool]:
@@ -92,8 +93,8 @@ def test_the_first_request_locks_the_era_as_the_sdk_server_does(params: Any) -> 
     first, opened_modern = _era_probe(params)
     assert hostera.opens_modern("ping", params) == opened_modern
     if opened_modern:
-        route = hostera.classify(params)
-        assert first == (route.error() if isinstance(route, hostera.Rejection) else _not_found("ping"))
+        route = protocol_era.classify(params)
+        assert first == (route.error() if isinstance(route, protocol_era.Rejection) else _not_found("ping"))
 
 
 def _not_found(method: str) -> dict[str, Any]:
@@ -145,10 +146,10 @@ def test_discover_answers_as_gatekeepers_sdk_server(tmp_path: Path, home: Home) 
 
 def test_the_serverinfo_and_cacheable_methods_are_the_sdks() -> None:
     assert hostera.CACHEABLE_METHODS == mcp_types.methods.CACHEABLE_METHODS
-    assert hostera.server_info() == {"name": "gatekeeper", "version": __version__}
-    info = hostera.server_info()
+    assert protocol_era.server_info() == {"name": "gatekeeper", "version": __version__}
+    info = protocol_era.server_info()
     info["name"] = "changed"
-    assert hostera.server_info()["name"] == "gatekeeper"  # a fresh dict each time
+    assert protocol_era.server_info()["name"] == "gatekeeper"  # a fresh dict each time
 
 
 # -- per-era result shaping ---------------------------------------------------------------------------------
@@ -276,7 +277,7 @@ def test_generated_tool_results_are_shaped_as_the_sdk_shapes_them(result: dict[s
 def test_the_new_host_side_modules_load_no_sdk_pydantic_or_store() -> None:
     """What they exist for: the proxy can load them before (or without) the SDK."""
     code = (
-        "import sys, gatekeeper.proxy.hostera, gatekeeper.proxy.wireparse, gatekeeper.proxy.hostrpc; "
+        "import sys, gatekeeper.proxy.host.era, gatekeeper.proxy.host.parse, gatekeeper.proxy.host.dispatch; "
         "print(' '.join(sorted({name.split('.')[0] for name in sys.modules})))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gatekeeper.proxy import hostera
-from gatekeeper.proxy import mcpwire as w
+from gatekeeper.proxy.host import era as hostera
+from gatekeeper.proxy.protocol import era as protocol_era
+from gatekeeper.proxy.protocol import mcp as w
 from tests.host_contract_support import ENVELOPE, VERSION_KEY
 from tests.sdk_host_support import INITIALIZED, converse, fixed_results_server, hello
 from tests.test_hostera import CALLS
@@ -68,7 +69,7 @@ def predicted(connection: hostera.Connection, request: Message) -> dict[str, Any
     """The error ``Connection`` says the request gets, or None when it is served."""
     method, params = request["method"], request["params"]
     routed = connection.route(method, params)
-    if isinstance(routed, hostera.Rejection):
+    if isinstance(routed, protocol_era.Rejection):
         return routed.error()
     refused = connection.gate(method)
     if refused is not None:

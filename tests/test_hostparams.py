@@ -1,4 +1,4 @@
-"""Our own params checks (proxy/hostparams.py) against the SDK's validator they stand in for.
+"""Our own params checks (proxy/host/params.py) against the SDK's validator they stand in for.
 
 For any params, at any revision, ``check_params`` must answer as the SDK server's check did: pass
 what it passes, and refuse what it refuses with the same code and text. The light rules may only
@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gatekeeper.proxy import mcpwire as w
-from gatekeeper.proxy.hostera import HANDSHAKE_METHODS, MODERN_METHODS
-from gatekeeper.proxy.hostparams import check_params, oracle, plainly_valid
-from gatekeeper.proxy.hostrpc import RpcError
+from gatekeeper.proxy.host.era import HANDSHAKE_METHODS, MODERN_METHODS
+from gatekeeper.proxy.host.params import check_params, oracle, plainly_valid
+from gatekeeper.proxy.protocol import mcp as w
+from gatekeeper.proxy.protocol.rpc import RpcError
 
 GENERATED = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ENVELOPE: dict[str, Any] = {
@@ -226,9 +226,9 @@ def test_a_normal_sessions_checks_never_import_the_sdk_or_pydantic() -> None:
     script = textwrap.dedent(
         f"""
         import sys
-        from gatekeeper.proxy.hostlean import LeanHost
-        from gatekeeper.proxy.hostparams import check_params
-        from gatekeeper.proxy.hostrpc import RpcError
+        from gatekeeper.proxy.session import HostSession
+        from gatekeeper.proxy.host.params import check_params
+        from gatekeeper.proxy.protocol.rpc import RpcError
         env = {ENVELOPE!r}
         check_params("initialize", "2025-11-25", {BODIES["initialize"]!r})
         check_params("tools/list", "2025-11-25", None)

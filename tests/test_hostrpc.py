@@ -1,4 +1,4 @@
-"""proxy/hostrpc.py, the host dispatcher's core, over in-memory streams with real anyio tasks: one task per
+"""proxy/host/dispatch.py, the host dispatcher's core, over in-memory streams with real anyio tasks: one task per
 request, inline initialize, cancellation by id (never answered), -32000 at the end of input, error mapping.
 Every wait is on an event with a deadline, never a sleep."""
 
@@ -11,7 +11,8 @@ from typing import Any
 import anyio
 import pytest
 
-from gatekeeper.proxy.hostrpc import HostRpc, Request, RpcError
+from gatekeeper.proxy.host.dispatch import HostRpc, Request
+from gatekeeper.proxy.protocol.rpc import RpcError
 from tests.helpers import LAST_RESORT, patience
 
 pytestmark = pytest.mark.anyio

@@ -13,8 +13,8 @@ from mcp.client.session import _later_revision_fields
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types.methods import serialize_server_result
 
-from gatekeeper.proxy import mcpwire
 from gatekeeper.proxy.catalog import STATUS_TOOL
+from gatekeeper.proxy.protocol import mcp as mcpwire
 
 CONSTANTS = [name for name in vars(mcpwire) if name.isupper() and hasattr(mcp_types, name)]
 VERSIONS = [name for name in vars(mcpwire) if name.isupper() and name in mcp_types.version.__all__]

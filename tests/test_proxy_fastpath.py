@@ -1,4 +1,4 @@
-"""The fast path (proxy/fastpath.py): allowed calls forwarded as raw JSON-RPC, observed from both ends.
+"""The fast path (proxy/fast/path.py): allowed calls forwarded as raw JSON-RPC, observed from both ends.
 
 A raw host (bytes on the proxy's stdin, lines from its stdout) in front of tests/peers/raw_server.py,
 a real server that logs every line it receives and answers in odd bytes. What reached the child

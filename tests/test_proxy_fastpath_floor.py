@@ -4,7 +4,7 @@
   callbacks on both pipes, whole lines to ``transport.write``) must relay a real MCP exchange.
 - ``ChildView.envelope``: a pipe's 2026 envelope is copied from the client's stamp, taken once;
   it must put exactly what the stamp puts on every raw method, with a real SDK client connected to
-  the bundled notes server (2026-07-28); our own client's envelope (proxy/negotiate.py) is that
+  the bundled notes server (2026-07-28); our own client's envelope (proxy/servers/stdio/handshake.py) is that
   SDK stamp's.
 - The answer's id restored by a splice at its offset (``fastreply._restore_id``): an SDK server's
   compact answer reaches a raw 2025 host byte for byte but for the id, the child spoken to in
@@ -24,9 +24,9 @@ import pytest
 from mcp import Client, StdioServerParameters, types
 
 from gatekeeper.home import Home
-from gatekeeper.proxy import eras
-from gatekeeper.proxy.negotiate import Negotiated
-from gatekeeper.proxy.sdkclient import SdkClient
+from gatekeeper.proxy.fast import rewrite as eras
+from gatekeeper.proxy.servers.stdio.handshake import Negotiated
+from gatekeeper.proxy.servers.url.sdkclient import SdkClient
 from tests.proxy_support import REPO, proxy_params
 
 pytestmark = pytest.mark.timeout(60)

@@ -2,9 +2,9 @@
 
 tests/peers/flooding_server.py answers the handshake, then writes 50 MiB of one answer with no
 newline. The real proxy, driven as a subprocess by a raw host, must stop reading it at the cap
-(proxy/framing.py): its peak memory (VmHWM) grows by about the cap, not by the 50 MiB; the call
+(proxy/protocol/framing.py): its peak memory (VmHWM) grows by about the cap, not by the 50 MiB; the call
 waiting on that answer gets an error saying why; a ``server_output_refused`` event is stored; and
-the next call starts the server again. Our client alone (proxy/childrpc.py, the regular path) fails
+the next call starts the server again. Our client alone (proxy/servers/stdio/rpc.py, the regular path) fails
 its pending request with the same reason.
 """
 
@@ -21,11 +21,12 @@ import pytest
 
 from gatekeeper import humane
 from gatekeeper.home import Home
-from gatekeeper.proxy import mcpwire as w
-from gatekeeper.proxy.child import ChildCommand, child_process
-from gatekeeper.proxy.childrpc import ChildSession, RpcError, serving
-from gatekeeper.proxy.framing import CHILD_LINE_BYTES
-from gatekeeper.proxy.negotiate import negotiate
+from gatekeeper.proxy.protocol import mcp as w
+from gatekeeper.proxy.protocol.framing import CHILD_LINE_BYTES
+from gatekeeper.proxy.protocol.rpc import RpcError
+from gatekeeper.proxy.servers.stdio.handshake import negotiate
+from gatekeeper.proxy.servers.stdio.process import ChildCommand, child_process
+from gatekeeper.proxy.servers.stdio.rpc import ChildSession, serving
 from gatekeeper.store import events as ev
 from tests.helpers import wait_until
 from tests.process_support import alive

@@ -4,7 +4,7 @@ The bundled notes server (SDK 2.3) speaks both eras. Under ``match`` it is spawn
 host's first line (cold start) and spoken to once that line shows the era: a 2025 host's
 ``initialize`` gets a 2025-11-25 child, a 2026-07-28 request a 2026 child. ``auto`` stays what it
 was: the child in 2026 whatever the host speaks. The era is read from the ``server_started``
-event (proxy/downstream.py ``_started``) and the child's log.
+event (proxy/servers/downstream.py ``_started``) and the child's log.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Our own host side (proxy/hostlean.py), the only one: the SDK's ``Server`` no longer serves the host.
+"""Our own host side (proxy/session.py), the only one: the SDK's ``Server`` no longer serves the host.
 tests/test_proxy_host_contract.py holds every recorded case; here each test also proves from the
 proxy's log that our host side served and, for an ordinary session, that the MCP SDK was never loaded
 (``hostlean.sdk_note``): a few raw-host cases, the official client as the host, our own params checks,
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gatekeeper.home import Home
-from gatekeeper.proxy.hostlean import LISTEN_LIMIT
+from gatekeeper.proxy.session import LISTEN_LIMIT
 from tests import test_proxy_wire
 from tests.helpers import budget, wait_until
 from tests.host_contract_support import (
@@ -80,7 +80,7 @@ def test_a_raw_host_gets_todays_answers_from_our_own_host_side_without_the_sdk(
 
 
 ORACLE_MARK = "checked by the SDK's validator"
-"""What the proxy logs when it hands a request's params to the SDK's models (proxy/hostparams.py)."""
+"""What the proxy logs when it hands a request's params to the SDK's models (proxy/host/params.py)."""
 
 
 @pytest.mark.timeout(120)

@@ -1,4 +1,4 @@
-"""The fast path to a url server (proxy/httpcarrier.py): an allowed call is one raw POST, observed from both ends.
+"""The fast path to a url server (servers/url/carrier.py): an allowed call is one raw POST, observed from both ends.
 
 A raw host (lines on the proxy's stdin and stdout) in front of tests/peers/stateful_http_server.py run
 with ``--record``: every HTTP exchange it had (headers, request, answer as sent) is a JSON line in a
@@ -223,7 +223,7 @@ def test_an_allowed_call_is_one_raw_post_answered_with_the_servers_bytes(
     for header in ("mcp-session-id", "mcp-protocol-version", "authorization", "accept", "content-type"):
         assert post["headers"].get(header) == listed["headers"].get(header), header
     assert post["headers"]["authorization"] == f"Bearer {TOKEN}" and post["headers"]["mcp-session-id"]
-    # On the proxy's own kept-alive connection (proxy/rawhttp.py), not httpx2's, which asks for gzip.
+    # On the proxy's own kept-alive connection (proxy/servers/url/http.py), not httpx2's, which asks for gzip.
     assert "accept-encoding" not in post["headers"] and "accept-encoding" in listed["headers"]
     assert post["message"]["params"] == {"name": "read_note", "arguments": {"name": "hello.md"}}
 

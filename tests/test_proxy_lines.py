@@ -1,7 +1,7 @@
 """Lines as they arrive on real pipes, however the reads cut them (issue 12's per-call work).
 
-The usual read is one whole line; both splitters (the child's stdout, proxy/child.py; the host's
-stdin, proxy/hostio.py) hand it on without their buffer, and fall back to it for anything else
+The usual read is one whole line; both splitters (the child's stdout, proxy/servers/stdio/process.py; the host's
+stdin, proxy/host/stdio.py) hand it on without their buffer, and fall back to it for anything else
 (several lines, a part of one). Either way a line must reach the fast path without its ``\\r``,
 a line it does not take must wait for the client in order, and no line behind a waiting one may
 jump the queue. Before a host line is parsed, ``rpclines.shape`` says whether it may hold an
@@ -18,9 +18,9 @@ import anyio
 import pytest
 
 from gatekeeper.home import Home
-from gatekeeper.proxy.child import ChildCommand, ChildPipe, child_process
-from gatekeeper.proxy.rpclines import big_number, shape
-from gatekeeper.proxy.wireparse import BIG_NUMBER
+from gatekeeper.proxy.protocol.limits import BIG_NUMBER
+from gatekeeper.proxy.protocol.lines import big_number, shape
+from gatekeeper.proxy.servers.stdio.process import ChildCommand, ChildPipe, child_process
 from tests.test_proxy_fastpath import child_calls, raw_host, wait_until
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,4 +1,4 @@
-"""The proxy's own client toward stdio children (proxy/stdioclient.py over childrpc/negotiate), the
+"""The proxy's own client toward stdio children (proxy/servers/stdio/client.py over childrpc/negotiate), the
 only one there is: calls, exact big integers, progress, and a child dying mid-call then started again,
 in both eras, with the proxy's log saying which client served each life."""
 

@@ -1,4 +1,4 @@
-"""The fast path's own HTTP/1.1 connections (proxy/rawhttp.py) against real sockets: a server here writes
+"""The fast path's own HTTP/1.1 connections (proxy/servers/url/http.py) against real sockets: a server here writes
 each answer in the pieces a test chooses (one byte at a time, or split inside a chunk size, an event or a
 CRLF), and the exchange sees the same messages whatever the pieces; a connection is kept for the next
 request only when its answer ended cleanly; an answer over the limit, one cut short, or none at all is
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gatekeeper.proxy.rawhttp import Pool, request_head
+from gatekeeper.proxy.servers.url.http import Pool, request_head
 from tests.test_remote_pinning import pki, tls_server  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.anyio

@@ -369,7 +369,7 @@ def rows_events(home: Home, kind: str) -> list[tuple[Any, ...]]:
 @pytest.mark.slow
 def test_a_line_over_the_cap_is_answered_not_read_whole(tmp_path: Path, home: Home) -> None:
     """A message over the per-line cap (64 MiB for this policy) gets -32600 with its id; the rest is skipped."""
-    from gatekeeper.proxy.wire import MIN_LINE_BYTES
+    from gatekeeper.proxy.host.oracle import MIN_LINE_BYTES
 
     proxy = RawProxy(write_policy(tmp_path), home.path)
     try:

@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from gatekeeper.proxy.addresses import Target
-from gatekeeper.proxy.remote import GuardedTransport
+from gatekeeper.proxy.servers.url.addresses import Target
+from gatekeeper.proxy.servers.url.connection import GuardedTransport
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""proxy/remote.py's small decisions: secrets from the environment, which errors are the connection's."""
+"""servers/url/connection.py's small decisions: secrets from the environment, which errors are the connection's."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from mcp import MCPError, types
 
 from gatekeeper.policy import Server
-from gatekeeper.proxy.remote import MissingSecret, failure, headers_for
+from gatekeeper.proxy.servers.url.connection import MissingSecret, failure, headers_for
 
 
 def server() -> Server:

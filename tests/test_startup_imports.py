@@ -42,7 +42,7 @@ NEVER = (
     "gatekeeper.review",
     "webauthn",  # only where an approval's assertion is verified: the review page, the committer
     "argon2",  # only where a password is checked (the review page, a step-up approval)
-    "httpcore2",  # only for a url server's pinned connection pool (proxy/pinned.py); none here
+    "httpcore2",  # only for a url server's pinned connection pool (proxy/servers/url/pinned.py); none here
     "gatekeeper.trust.passwords",
     "gatekeeper.store.schema",
     "gatekeeper.store.engine",
@@ -206,20 +206,25 @@ PROPOSAL_FLOW = (
 def test_a_session_that_proposes_nothing_never_loads_the_proposal_flow(tmp_path: Path, home: Home) -> None:
     loaded = _run_proxy(tmp_path, home, list(PROPOSAL_FLOW))
     modules = set(loaded["modules"])
-    assert "gatekeeper.proxy.server" in modules  # it did run
+    assert "gatekeeper.proxy.routing" in modules  # it did run
     present = {name: loaded["importers"].get(name, ["?"])[:6] for name in PROPOSAL_FLOW if name in modules}
     assert present == {}, f"imported by (innermost first): {present}"
 
 
 # A url server's HTTP client: the SDK's Streamable HTTP transport, httpx2 under it, and ours beside
-# it (proxy/remote.py, proxy/httpcarrier.py). Only a policy with a url server loads them.
-HTTP_CLIENT = ("httpx2", "mcp.client.streamable_http", "gatekeeper.proxy.remote", "gatekeeper.proxy.httpcarrier")
+# it (proxy/servers/url/connection.py, proxy/servers/url/carrier.py). Only a policy with a url server loads them.
+HTTP_CLIENT = (
+    "httpx2",
+    "mcp.client.streamable_http",
+    "gatekeeper.proxy.servers.url.connection",
+    "gatekeeper.proxy.servers.url.carrier",
+)
 
 
 def test_a_url_free_policy_never_imports_the_http_client(tmp_path: Path, home: Home) -> None:
     loaded = _run_proxy(tmp_path, home, list(HTTP_CLIENT))
     modules = set(loaded["modules"])
-    assert "gatekeeper.proxy.fastreply" in modules and "gatekeeper.proxy.downstream" in modules  # it did run
+    assert "gatekeeper.proxy.fast.reply" in modules and "gatekeeper.proxy.servers.downstream" in modules  # it did run
     by_us = {name: loaded["direct"][name] for name in HTTP_CLIENT if loaded["direct"].get(name)}
     assert by_us == {}, f"imported by Gatekeeper's own modules with no url server: {by_us}"
     ours = {name for name in HTTP_CLIENT if name.startswith("gatekeeper.")} & modules
@@ -230,15 +235,15 @@ def test_a_url_free_policy_never_imports_the_http_client(tmp_path: Path, home: H
 
 
 # The proxy's own domain: policy, store, proposals, catalog, status, hand-off. They speak MCP in
-# plain wire dicts (proxy/mcpwire.py) and read a host's request as a ``HostCall``, so they load
+# plain wire dicts (proxy/protocol/mcp.py) and read a host's request as a ``HostCall``, so they load
 # neither the SDK (``mcp``) nor its wire types (``mcp_types``, ~1 s and ~30 MiB): whatever carries
 # the bytes to and from the host and the children, the domain starts without them (issue 12).
 DOMAIN = (
     "gatekeeper.policy",
     "gatekeeper.store.store",
     "gatekeeper.store.refusals",
-    "gatekeeper.proxy.mcpwire",
-    "gatekeeper.proxy.hostcall",
+    "gatekeeper.proxy.protocol.mcp",
+    "gatekeeper.proxy.host.call",
     "gatekeeper.proxy.audit",
     "gatekeeper.proxy.catalog",
     "gatekeeper.proxy.status",
@@ -274,9 +279,9 @@ def test_the_proxy_domain_imports_no_mcp_types_at_all() -> None:
     assert loaded & SDK_OR_HEAVY == set()
 
 
-# The child side: our own client toward a stdio child (proxy/stdioclient.py over childrpc and
-# negotiate), the one face the callers use (proxy/childface.py), and the callers themselves. The
-# SDK's client stays only for url servers (proxy/sdkclient.py, loaded only for one).
+# The child side: our own client toward a stdio child (proxy/servers/stdio/client.py over childrpc and
+# negotiate), the one face the callers use (proxy/servers/face.py), and the callers themselves. The
+# SDK's client stays only for url servers (proxy/servers/url/sdkclient.py, loaded only for one).
 CHILD_SIDE = """
 import json, sys
 from pathlib import Path
@@ -284,8 +289,9 @@ from pathlib import Path
 import anyio
 
 from gatekeeper.policy import load_policy
-from gatekeeper.proxy import completion, eras, listing, passthrough  # noqa: F401 (the callers, on dicts)
-from gatekeeper.proxy.downstream import Downstream
+from gatekeeper.proxy import completion, listing, passthrough  # noqa: F401 (the callers, on dicts)
+from gatekeeper.proxy.fast import rewrite as eras
+from gatekeeper.proxy.servers.downstream import Downstream
 from gatekeeper.proxy.tooldef import tool_dump
 
 

@@ -1,4 +1,4 @@
-"""The lean line parse (proxy/wireparse.py) and the SDK-model one (proxy/wire.py) answer every line alike:
+"""The lean line parse (proxy/host/parse.py) and the SDK-model one (proxy/host/oracle.py) answer every line alike:
 the same message, or the same refusal (reason, code, message, id, method, size)."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gatekeeper.proxy import wire, wireparse
+from gatekeeper.proxy.host import oracle as wire
+from gatekeeper.proxy.host import parse as wireparse
 from tests.test_proxy_wire import ENVELOPE, HOSTILE, INIT, malformed_inputs
 
 GENERATED = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -104,11 +105,11 @@ def test_a_line_over_the_limit_is_answered_alike(line: bytes) -> None:
 
 def test_ordinary_lines_never_need_the_oracle() -> None:
     for line in TYPICAL:
-        assert wireparse.lean(line) is not None, line
+        assert wireparse.quick(line) is not None, line
 
 
 def test_the_lean_parse_does_not_import_the_sdk() -> None:
-    code = "import sys, gatekeeper.proxy.wireparse as p; p.parse(sys.argv[1].encode()); print(sorted(sys.modules))"
+    code = "import sys, gatekeeper.proxy.host.parse as p; p.parse(sys.argv[1].encode()); print(sorted(sys.modules))"
     modules = subprocess.run(
         [sys.executable, "-c", code, TOOLS_CALL.decode()], capture_output=True, text=True, check=True
     ).stdout

@@ -29,7 +29,7 @@ def proxy(ctx: Ctx, policy_file: str | None, downstream_mode: str) -> None:
     <home>/logs/; stdout carries only the protocol.
     """
     from gatekeeper.policy.launch import launches
-    from gatekeeper.proxy import early
+    from gatekeeper.proxy.servers import early
 
     # The children first (issue 12): their own start overlaps ours, the imports below.
     found = launches(policy_file, ctx.home.path) if ctx.home.has_database() else None

@@ -5,7 +5,7 @@ optional prefix such as ``"Bearer "``), read when the proxy connects. So the pol
 digest, ``policy check`` and the audit log can show everything written here without leaking
 a token. Whether an address may be reached at all is decided twice: here for what the URL
 says literally (scheme, loopback or not), and at each connection for what the name resolves
-to (``gatekeeper/proxy/addresses.py``).
+to (``gatekeeper/proxy/servers/url/addresses.py``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from gatekeeper.canonical import canonical_json, sha256_hex
 from gatekeeper.policy import RESERVED_TOOL, Policy, ToolRule
-from gatekeeper.proxy.mcpwire import Tool
+from gatekeeper.proxy.protocol.mcp import Tool
 
 PROPOSE_NOTE = (
     "[Gatekeeper] Calling this tool does not write anything: it records a proposal of the exact "

@@ -6,7 +6,7 @@ template to the server that listed it (``Passthrough.template_owner``, ``resourc
 with one server, that server). A ref that names nothing known, a server without the
 ``completions`` capability, or a server that is down gets a JSON-RPC error that says which, and
 is recorded like the proxy's other refusals. Allowed ones also take the fast path
-(``proxy/fastpath.py``, through ``Proxy.fast_completion`` and ``locate`` here).
+(``proxy/fast/path.py``, through ``Proxy.fast_completion`` and ``locate`` here).
 
 The host is told ``completions`` is offered when a server of the policy offers it. Capabilities
 are fixed at the handshake, so ``advertise`` waits for each server's first start to end, started
@@ -24,10 +24,11 @@ from typing import Any
 import anyio
 
 from gatekeeper.proxy.audit import Audit
-from gatekeeper.proxy.childface import ChildClient, Json, RpcError
-from gatekeeper.proxy.downstream import START_TIMEOUT, Downstream, DownstreamGone, DownstreamUnavailable
-from gatekeeper.proxy.mcpwire import INTERNAL_ERROR, INVALID_PARAMS
 from gatekeeper.proxy.passthrough import Passthrough, strip_stamp
+from gatekeeper.proxy.protocol.mcp import INTERNAL_ERROR, INVALID_PARAMS
+from gatekeeper.proxy.protocol.rpc import Json, RpcError
+from gatekeeper.proxy.servers.downstream import START_TIMEOUT, Downstream
+from gatekeeper.proxy.servers.face import ChildClient, DownstreamGone, DownstreamUnavailable
 from gatekeeper.store import events as ev
 from gatekeeper.store.bounded import cut
 
@@ -121,32 +122,6 @@ class Completions:
         """Record the refusal and return the error that answers it."""
         await self.audit.refused(ev.REQUEST_REFUSED, {"method": METHOD, "reason": reason, "ref": kind, "key": cut(key)})
         return RpcError(code, message)
-
-
-def raw_ref(params: dict[str, Any]) -> tuple[str, str, str] | None:
-    """A raw ``completion/complete``'s ref as (type, its key field, the key), if every part of the
-    params has the shape the host side's params check accepts unchanged; else None (the regular
-    path answers it: ``Completions.complete``)."""
-    ref, argument, context = params.get("ref"), params.get("argument"), params.get("context")
-    if set(params) - {"ref", "argument", "context", "_meta"} or not _strings(argument, {"name", "value"}, exact=True):
-        return None
-    if context is not None and not (isinstance(context, dict) and set(context) <= {"arguments"}):
-        return None
-    if context is not None and not _strings(context.get("arguments", {}), None):
-        return None
-    kind = ref.get("type") if isinstance(ref, dict) else None
-    field = {"ref/prompt": "name", "ref/resource": "uri"}.get(kind) if isinstance(kind, str) else None
-    if not isinstance(ref, dict) or kind is None or field is None or not isinstance(key := ref.get(field), str):
-        return None
-    allowed = {"type", "name", "title"} if kind == "ref/prompt" else {"type", "uri"}
-    return (kind, field, key) if _strings(ref, allowed) else None
-
-
-def _strings(value: Any, keys: set[str] | None, *, exact: bool = False) -> bool:
-    """A dict of strings, with only ``keys`` (all of them if ``exact``) when given."""
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        return False
-    return keys is None or (set(value) == keys if exact else set(value) <= keys)
 
 
 async def _settled(downstream: Downstream) -> None:

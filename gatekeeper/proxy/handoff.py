@@ -9,8 +9,8 @@ from typing import Any
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from gatekeeper.proxy.hostcall import HostCall
-from gatekeeper.proxy.mcpwire import InputRequiredResult, input_required
+from gatekeeper.proxy.host.call import HostCall
+from gatekeeper.proxy.protocol.mcp import InputRequiredResult, input_required
 from gatekeeper.proxy.status import wait_for_outcome
 from gatekeeper.store.target import Database
 

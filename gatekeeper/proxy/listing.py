@@ -5,7 +5,7 @@ changed; each exposed tool is checked against its pinned definition in the store
 server is left out of the host's listing, not fatal; only when every server fails is the
 listing an error.
 
-A server's listing comes as raw wire dicts (proxy/childface.py); each tool is kept as exactly
+A server's listing comes as raw wire dicts (proxy/servers/face.py); each tool is kept as exactly
 the dump pin digests were always taken of (the SDK's ``Tool`` dumped, rebuilt without it by
 proxy/tooldef.py), so a digest is byte for byte what it was.
 """
@@ -19,9 +19,10 @@ import anyio
 
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Catalog, definition
-from gatekeeper.proxy.childface import Json, RpcError
-from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
-from gatekeeper.proxy.mcpwire import INTERNAL_ERROR, Tool
+from gatekeeper.proxy.protocol.mcp import INTERNAL_ERROR, Tool
+from gatekeeper.proxy.protocol.rpc import Json, RpcError
+from gatekeeper.proxy.servers.downstream import Downstream
+from gatekeeper.proxy.servers.face import DownstreamGone, DownstreamUnavailable
 from gatekeeper.proxy.tooldef import tool_dump
 from gatekeeper.store import events as ev
 

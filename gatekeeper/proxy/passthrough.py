@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from gatekeeper.policy import Policy
-from gatekeeper.proxy.childface import Json, RpcError
-from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
-from gatekeeper.proxy.mcpwire import INTERNAL_ERROR, INVALID_PARAMS, SERVER_INFO_META_KEY
+from gatekeeper.proxy.protocol.mcp import INTERNAL_ERROR, INVALID_PARAMS, SERVER_INFO_META_KEY
+from gatekeeper.proxy.protocol.rpc import Json, RpcError
+from gatekeeper.proxy.servers.downstream import Downstream
+from gatekeeper.proxy.servers.face import DownstreamGone, DownstreamUnavailable
 
 
 def strip_stamp(result: Json) -> Json:

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from gatekeeper.policy import Policy, Server
-from gatekeeper.proxy.childface import Json
+from gatekeeper.proxy.protocol.rpc import Json
 
 Listed = dict[str, Json] | str  # tool name -> its listed definition, or why the server was not listed
 
@@ -27,9 +27,10 @@ async def _quiet(*_: Any) -> None:
 
 
 async def _list_one(name: str, config: Server, log_dir: Path) -> Listed:
-    from gatekeeper.proxy.childface import RpcError
-    from gatekeeper.proxy.downstream import Downstream, DownstreamGone, DownstreamUnavailable
     from gatekeeper.proxy.listing import ListingError, cut_repr
+    from gatekeeper.proxy.protocol.rpc import RpcError
+    from gatekeeper.proxy.servers.downstream import Downstream
+    from gatekeeper.proxy.servers.face import DownstreamGone, DownstreamUnavailable
 
     server = Downstream(name, config, log_dir, on_message=_quiet, on_log=_quiet, on_event=_quiet, mode="auto")
     tools: dict[str, Json] = {}

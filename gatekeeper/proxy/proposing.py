@@ -24,8 +24,8 @@ from gatekeeper.proxy import intake
 from gatekeeper.proxy.audit import Audit
 from gatekeeper.proxy.catalog import Route
 from gatekeeper.proxy.handoff import HandOff
-from gatekeeper.proxy.hostcall import HostCall
-from gatekeeper.proxy.mcpwire import CallToolResult, ToolAnswer, text_result, tool_error
+from gatekeeper.proxy.host.call import HostCall
+from gatekeeper.proxy.protocol.mcp import CallToolResult, ToolAnswer, text_result, tool_error
 from gatekeeper.proxy.status import final_result, read_proposal, wait_for_outcome
 from gatekeeper.store import events as ev
 from gatekeeper.store.backends import DatabaseUnreachable

@@ -19,10 +19,10 @@ import anyio
 
 from gatekeeper.home import Home
 from gatekeeper.policy import Policy
-from gatekeeper.proxy import early
+from gatekeeper.proxy.servers import early
 
 if TYPE_CHECKING:
-    from gatekeeper.proxy.server import Proxy
+    from gatekeeper.proxy.routing import Proxy
 
 
 def _logging(home: Home) -> None:
@@ -39,9 +39,9 @@ def _logging(home: Home) -> None:
 
 
 def serve_stdio(policy: Policy, home: Home, *, mode: str = "match") -> None:
-    """Serve one host on stdio with our own host side (proxy/hostlean.py): no MCP SDK on this path."""
-    from gatekeeper.proxy.hostlean import serve_lean
-    from gatekeeper.proxy.server import Proxy
+    """Serve one host on stdio with our own host side (proxy/session.py): no MCP SDK on this path."""
+    from gatekeeper.proxy.routing import Proxy
+    from gatekeeper.proxy.session import serve_host
 
     _logging(home)
 
@@ -51,7 +51,7 @@ def serve_stdio(policy: Policy, home: Home, *, mode: str = "match") -> None:
         proxy = Proxy(policy, home, mode=mode)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_end_on_signal, proxy)
-            await serve_lean(proxy)
+            await serve_host(proxy)
             tg.cancel_scope.cancel()
 
     anyio.run(main, backend_options=loop_options())
@@ -89,7 +89,7 @@ async def _end_on_signal(proxy: Proxy) -> None:
     """On a signal, end every child, then exit at once.
 
     An orderly return is not always possible here: a stdin that is not a pipe is read in a worker
-    thread (proxy/hostio.py) that no cancellation can interrupt while the host keeps it open.
+    thread (proxy/host/stdio.py) that no cancellation can interrupt while the host keeps it open.
     """
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         signum = await anext(aiter(signals))

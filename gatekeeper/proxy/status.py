@@ -11,7 +11,7 @@ import anyio
 import anyio.to_thread
 
 from gatekeeper.canonical import parse_ts, utc_now
-from gatekeeper.proxy.mcpwire import CallToolResult, text_result, tool_error
+from gatekeeper.proxy.protocol.mcp import CallToolResult, text_result, tool_error
 from gatekeeper.store.follow import Changes
 from gatekeeper.store.queries import Reader
 from gatekeeper.store.target import Database

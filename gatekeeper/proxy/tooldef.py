@@ -1,4 +1,4 @@
-"""A tool's pinned definition from the raw dict a server listed, without the SDK's models.
+"""A tool's pinned definition from the raw dict a server listed.
 
 The pin digest has always been ``canonical_json(Tool.model_validate(raw).model_dump(mode="json",
 by_alias=True, exclude_none=True))`` (proxy/catalog.py): unknown keys dropped, ``null`` fields
@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from gatekeeper.canonical import canonical_json, sha256_hex
+from gatekeeper.proxy.protocol.rpc import Json
 
-Json = dict[str, Any]
 _TEXT = ("title", "description")
 _OBJECTS = ("inputSchema", "outputSchema", "_meta")  # kept verbatim; only inputSchema is required
 _HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")

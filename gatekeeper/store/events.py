@@ -11,7 +11,7 @@ PROPOSAL_REPEATED = "proposal_repeated"
 PROPOSAL_REFUSED = "proposal_refused"
 REVERT_PROPOSED = "revert_proposed"  # follows proposal_created: that proposal restores what another changed
 TOOL_DENIED = "tool_denied"
-REQUEST_REFUSED = "request_refused"  # a host message the proxy could not take (see proxy/wire.py)
+REQUEST_REFUSED = "request_refused"  # a host message the proxy could not take (see proxy/host/oracle.py)
 DECISION = "decision"
 DECISION_REFUSED = "decision_refused"
 # One of a rule's `approvals: N`, short of N (store/quorum.py): the decision's fields, {approvals, needed}.
@@ -39,10 +39,10 @@ TOOL_CHANGE_ACCEPTED = "tool_change_accepted"
 SERVER_STARTED = "server_started"
 SERVER_FAILED = "server_failed"
 SERVER_EXITED = "server_exited"
-# A stdio server wrote a line longer than the proxy takes (proxy/framing.py): {server, why, size, limit};
+# A stdio server wrote a line longer than the proxy takes (proxy/protocol/framing.py): {server, why, size, limit};
 # its pending calls failed and it was ended, to start again on the next call.
 SERVER_OUTPUT_REFUSED = "server_output_refused"
-# A url server whose name resolved to an address the policy does not allow (proxy/addresses.py):
+# A url server whose name resolved to an address the policy does not allow (proxy/servers/url/addresses.py):
 # {server, host, address, why}; no connection was made.
 SERVER_REFUSED = "server_refused"
 TOOLS_LISTED_WITHOUT = "tools_listed_without"  # tools/list answered without a broken server's tools

@@ -1,0 +1,1 @@
+"""Toward the host: stdio, each line parsed (the oracle only for unusual ones), eras, dispatch, the session."""

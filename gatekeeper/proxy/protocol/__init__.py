@@ -1,0 +1,1 @@
+"""The ground floor both sides import: JSON-RPC and MCP words, line shapes, the capped line framer."""

@@ -1,0 +1,1 @@
+"""A ``url`` server: the guarded address, the HTTP connection, the raw carrier for the fast path."""
