@@ -176,7 +176,8 @@ def test_any_unique_prefix_names_a_proposal_as_git_does(home: Home, two_in_one_m
     assert a[:10] == b[:10] and a[:8] != c[:8]
     code, out, _ = cli_run("audit", "show", c[:8], "--json")
     assert code == 0 and json.loads(out)["id"] == c
-    code, out, _ = cli_run("audit", "log", "--proposal", a[:11].lower(), "--json")  # a unique prefix, any case
+    unique = a[: next(i for i in range(10, len(a)) if a[i] != b[i]) + 1]  # a and b share 10 characters, or more
+    code, out, _ = cli_run("audit", "log", "--proposal", unique.lower(), "--json")  # a unique prefix, any case
     assert code == 0 and {json.loads(line)["proposal_id"] for line in out.splitlines()} == {a}
     code, _, err = cli_run("audit", "show", a[:10])
     assert code == 2 and f"Error: ambiguous id prefix {a[:10]!r}: {a}, {b}" in err and "Traceback" not in err
