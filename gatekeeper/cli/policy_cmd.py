@@ -65,7 +65,13 @@ def _show(pol: Policy, rows: list[dict[str, Any]], wide: bool) -> None:
             (Col("tool", "word"), Col("action", "word"), Col("mode"), Col("path"), Col("content")),
             ((r["host_name"] or r["tool"], r["action"], _mode(r), *_sources(r)) for r in rows),
         )
-    say("Tools not named above are denied.")
+    shadowed = [name for name, server in pol.servers.items() if server.unlisted == "shadow"]
+    if not shadowed:
+        say("Tools not named above are denied.")
+    else:
+        say(f"Tools not named above are shadow writes on {', '.join(shadowed)} (run in a sandbox, proposed)")
+        if len(shadowed) < len(pol.servers):
+            say("and denied on the other servers.")
     for name, server in pol.servers.items():
         say(f"Server {name}: {_where(server)}")
     port = review_port(pol.review_url)

@@ -97,6 +97,7 @@ class ToolRule(BaseModel):
 
 
 _DENY = ToolRule.model_validate("deny")
+_SHADOW = ToolRule.model_validate({"propose": {"mode": "shadow"}})
 
 
 class Server(BaseModel):
@@ -117,6 +118,9 @@ class Server(BaseModel):
     workspace: Path
     prefix: StrictStr | None = None
     tools: dict[ToolName, ToolRule] = Field(default_factory=dict)
+    # What happens to a tool the policy does not name: denied, or every such write run in a sandbox
+    # and proposed as the change set it made (``unlisted: shadow``, one line for a whole server).
+    unlisted: Literal["deny", "shadow"] = "deny"
 
     @field_validator("command")
     @classmethod
@@ -173,7 +177,18 @@ class Server(BaseModel):
             transport = "'command' servers (they speak stdio)"
         if stray:
             fail(f"{', '.join(repr(key) for key in stray)} does not apply to {transport}")
+        if self.url is not None:
+            self._no_shadow()
         return self
+
+    def _no_shadow(self) -> None:
+        """A url server runs elsewhere: there is no copy of its code to run in a sandbox."""
+        why = "a 'url' server cannot be shadowed (its code runs elsewhere, not in a sandbox here)"
+        if self.unlisted == "shadow":
+            fail(f"unlisted: shadow: {why}; use 'deny', or a 'command' server")
+        for tool, rule in self.tools.items():
+            if rule.propose is not None and rule.propose.mode == "shadow":
+                fail(f"tools.{tool}: mode shadow: {why}; use create, replace, append, edit or delete")
 
     @property
     def is_remote(self) -> bool:
@@ -288,8 +303,12 @@ class Policy(BaseModel):
     # ---- naming
 
     def rule(self, server: str, tool: str) -> ToolRule:
-        """The rule for a downstream tool; tools the policy does not name are denied."""
-        return self.servers[server].tools.get(tool) or _DENY
+        """The rule for a downstream tool; a tool the policy does not name follows ``unlisted``."""
+        spec = self.servers[server]
+        named = spec.tools.get(tool)
+        if named is not None:
+            return named
+        return _SHADOW if spec.unlisted == "shadow" else _DENY
 
     def host_name(self, server: str, tool: str) -> str:
         """The name the host sees: unchanged with one server, ``<prefix>__<tool>`` with several."""
@@ -350,7 +369,7 @@ class Policy(BaseModel):
                         "host_name": exposed.get((name, tool)),
                         "action": rule.action,
                         "mode": p.mode if p else None,
-                        "path": p.path.label() if p else None,
+                        "path": p.path.label() if p and p.path else None,
                         "content": p.content.label() if p and p.content else None,
                         "edits": _edits_label(p) if p and p.mode == "edit" else None,
                         "when": dict(p.when) if p and p.when else None,

@@ -6,6 +6,12 @@ with the call's list of old → new text edits, or ``delete`` it. Each mode take
 that mean something for it, so ``separator`` on a ``replace`` is a policy error, not a setting
 silently ignored.
 
+``shadow`` is different: Gatekeeper computes nothing. The server's own code runs the call in a
+sandbox over the workspace, and what it changed (any files and folders) becomes one proposal: a
+change set. Its keys are limits (``max_files``, ``max_total_bytes``, ``max_bytes`` per file,
+``timeout``) and ``ignore``: globs of the server's own bookkeeping to leave out of the set
+(obsidian-mcp's ``.obsidian-mcp/**``). ``globs`` limits which paths the set may touch.
+
 ``when`` limits a rule to calls whose arguments have given values, for a tool that does several
 things under one name (obsidian-mcp's ``obsidian_edit_note`` appends, prepends or replaces by its
 ``operation`` argument): ``when: {operation: append}`` proposes only the append and refuses the rest.
@@ -24,15 +30,33 @@ from gatekeeper.policy.messages import fail
 from gatekeeper.policy.scalars import Bytes, Duration, FileMode, Glob, NonEmpty
 from gatekeeper.policy.templating import render_template, syntax_error
 
-__all__ = ["DEFAULT_EXPIRES_AFTER", "DEFAULT_MAX_BYTES", "MODES", "NEW_FILE_MODE", "Edits", "Mode", "Propose", "Source"]
+__all__ = [
+    "DEFAULT_EXPIRES_AFTER",
+    "DEFAULT_MAX_BYTES",
+    "MODES",
+    "NEW_FILE_MODE",
+    "SHADOW_DEFAULTS",
+    "Edits",
+    "Mode",
+    "Propose",
+    "Source",
+]
 
 _CONFIG = ConfigDict(extra="forbid", frozen=True)
-Mode = Literal["create", "replace", "append", "edit", "delete"]
-MODES: tuple[str, ...] = ("create", "replace", "append", "edit", "delete")
+Mode = Literal["create", "replace", "append", "edit", "delete", "shadow"]
+MODES: tuple[str, ...] = ("create", "replace", "append", "edit", "delete", "shadow")
 DEFAULT_MAX_BYTES = 1024 * 1024
 DEFAULT_EXPIRES_AFTER = timedelta(days=7)
 NEW_FILE_MODE = 0o644
 """A new file's permissions when the rule sets no ``file_mode`` (a change keeps the file's own)."""
+SHADOW_DEFAULTS: dict[str, Any] = {
+    "timeout": timedelta(seconds=60),
+    "max_files": 1000,
+    "max_total_bytes": 64 * 1024 * 1024,
+}
+"""A shadow rule's limits when it sets none: a minute, a thousand paths, 64 MiB in all."""
+_SHADOW_ONLY = ("ignore", "timeout", "max_files", "max_total_bytes")
+_NOT_FOR_SHADOW = ("content", "edits", "separator", "create_if_missing", "encoding", "file_mode")
 
 
 class Source(BaseModel):
@@ -85,7 +109,7 @@ class Propose(BaseModel):
 
     model_config = _CONFIG
     mode: Mode = "create"
-    path: Source
+    path: Source | None = None  # every mode but shadow (whose paths are whatever the server changed)
     content: Source | None = None
     edits: Edits | None = None
     separator: StrictStr | None = None  # append: put this first unless the file already ends with it
@@ -98,6 +122,10 @@ class Propose(BaseModel):
     wait_seconds: Annotated[StrictInt, Field(ge=0, le=600)] = 0
     when: dict[NonEmpty, StrictStr | StrictBool | StrictInt] | None = None  # argument -> the only value proposed
     approvals: StrictInt = 1  # distinct reviewers who must approve (issue 15; policy/reviewers.py)
+    ignore: tuple[Glob, ...] = ()  # shadow: the server's bookkeeping, left out of the change set
+    timeout: Duration | None = None  # shadow: the whole sandboxed call, start to end
+    max_files: Annotated[StrictInt, Field(gt=0, le=100_000)] | None = None  # shadow: paths in one set
+    max_total_bytes: Bytes | None = None  # shadow: the set's bytes in all
 
     @field_validator("approvals")
     @classmethod
@@ -123,6 +151,14 @@ class Propose(BaseModel):
     @model_validator(mode="after")
     def _keys_fit_the_mode(self) -> Propose:
         mode = self.mode
+        given = self.model_fields_set
+        if mode == "shadow":
+            return self._shadow_keys(given)
+        if self.path is None:
+            fail(f"mode {mode!r} needs 'path' (where the destination comes from: {{arg: NAME}} or {{template: ...}})")
+        for key in _SHADOW_ONLY:
+            if key in given:
+                fail(f"{key!r} belongs to mode 'shadow', not {mode!r}; remove it or set mode: shadow")
         if mode in _NEEDS_CONTENT and self.content is None:
             fail(f"mode {mode!r} needs 'content' (where the bytes come from: {{arg: NAME}} or {{template: ...}})")
         if mode not in _NEEDS_CONTENT and self.content is not None:
@@ -144,6 +180,16 @@ class Propose(BaseModel):
                 used.add(self.edit_list.arg)
             if key in used:
                 fail(f"'when' cannot test {key!r}: that argument carries the path or the content")
+        return self
+
+    def _shadow_keys(self, given: set[str]) -> Propose:
+        """A shadow rule takes limits and ``ignore``; its paths and bytes come from the server's own run."""
+        for key in ("path", *_NOT_FOR_SHADOW):
+            if key in given:
+                fail(f"{key!r} has no meaning for mode 'shadow' (the server's own code decides); remove it")
+        for key, value in SHADOW_DEFAULTS.items():
+            if getattr(self, key) is None:
+                object.__setattr__(self, key, value)
         return self
 
     @property

@@ -52,6 +52,8 @@ def _text(value: Any, what: str, source: str) -> str:
 
 
 def destination(rule: Propose, server: Server, args: dict[str, Any]) -> str:
+    if rule.path is None:  # a shadow rule: the server's own run decides its paths
+        raise InvalidInput(f"a {rule.mode} rule names no destination")
     raw = _text(rule.path.render(args), "destination path", rule.path.label())
     path = normalise_destination(raw, server.workspace)
     if not rule.allows(path):
