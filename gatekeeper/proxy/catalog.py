@@ -22,6 +22,12 @@ PROPOSE_NOTE = (
     "The result gives the proposal id; check it later with gatekeeper_proposal_status."
 )
 
+SHADOW_NOTE = (
+    "[Gatekeeper] Calling this tool changes nothing yet: Gatekeeper runs it in a sandbox and records "
+    "every change it would make as one proposal, which a person must approve on the review page before "
+    "it is applied. The result gives the proposal id; check it later with gatekeeper_proposal_status."
+)
+
 STATUS_TOOL: Tool = {
     "name": RESERVED_TOOL,
     "title": "Gatekeeper: proposal status",
@@ -74,7 +80,20 @@ class Catalog:
         }
 
     def route(self, host_name: str) -> Route | None:
-        return self.routes.get(host_name)
+        return self.routes.get(host_name) or self.unlisted_routes().get(host_name)
+
+    def unlisted_routes(self) -> dict[str, Route]:
+        """The listed tools the policy does not name, on servers with ``unlisted: shadow``: each a
+        shadow write. A name the policy's own routes (or Gatekeeper) already use is left out."""
+        routes: dict[str, Route] = {}
+        for name, server in self.policy.servers.items():
+            if server.unlisted != "shadow":
+                continue
+            for tool in self.listed.get(name, {}):
+                host = self.policy.host_name(name, tool)
+                if tool not in server.tools and host not in self.routes and host != RESERVED_TOOL:
+                    routes[host] = Route(name, tool, self.policy.rule(name, tool))
+        return routes
 
     def state(self, route: Route) -> str:
         """'ok', 'unlisted' (server does not offer it) or 'withheld' (definition changed)."""
@@ -87,12 +106,14 @@ class Catalog:
     def host_tools(self) -> list[Tool]:
         """The listing the host gets: copies, relabelled; the pinned definitions stay as listed."""
         tools: list[Tool] = []
-        for host, route in self.routes.items():
+        for host, route in {**self.routes, **self.unlisted_routes()}.items():
             if self.state(route) != "ok":
                 continue
             tool: Tool = {**self.listed[route.server][route.tool], "name": host}
             if route.rule.action == "propose":
-                tool["description"] = PROPOSE_NOTE + ("\n\n" + tool["description"] if tool.get("description") else "")
+                shadow = route.rule.propose is not None and route.rule.propose.mode == "shadow"
+                own = "\n\n" + tool["description"] if tool.get("description") else ""
+                tool["description"] = (SHADOW_NOTE if shadow else PROPOSE_NOTE) + own
                 tool.pop("outputSchema", None)
                 tool.pop("annotations", None)  # the child's hints describe a write; ours does not write
             tools.append(tool)
