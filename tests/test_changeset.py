@@ -67,3 +67,16 @@ def test_a_malformed_entry_is_refused(kwargs: dict[str, object]) -> None:
 def test_one_path_twice_is_refused() -> None:
     with pytest.raises(ValueError, match="twice"):
         ChangeSet.of([FileChange("a", "delete", base=b""), FileChange("b", "move", base=b"", result=b"", source="a")])
+
+
+def test_the_inverse_undoes_every_entry_and_twice_is_the_same_set() -> None:
+    cs = _set()
+    back = cs.inverse()
+    by_path = {f.path: f for f in back}
+    assert by_path["a.md"].op == "move" and by_path["a.md"].source == "new/a.md"
+    assert (by_path["a.md"].mode, by_path["a.md"].base_mode) == (0o644, 0o600)
+    assert by_path["b.md"].base == b"new\n" and by_path["b.md"].result == b"old\n"
+    assert by_path["c.md"].op == "create" and by_path["c.md"].result == b"gone" and by_path["c.md"].mode == 0o644
+    assert by_path["new"].op == "rmdir"
+    assert back.digest() != cs.digest()
+    assert back.inverse().digest() == cs.digest()

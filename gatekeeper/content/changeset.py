@@ -117,6 +117,31 @@ class ChangeSet:
             out[f.op] = out.get(f.op, 0) + 1
         return out
 
+    def inverse(self) -> ChangeSet:
+        """The set that undoes this one once applied: what ``gatekeeper revert`` proposes.
+
+        Each entry's result becomes the base it must find, and its base the result it writes back.
+        """
+        return ChangeSet.of(_inverse(f) for f in self.files)
+
     def total_bytes(self) -> int:
         """Bytes the set carries (bases and results): what the store keeps for it."""
         return sum(len(f.base or b"") + len(f.result or b"") for f in self.files)
+
+
+_UNDO: dict[str, Op] = {
+    "create": "delete",
+    "delete": "create",
+    "change": "change",
+    "move": "move",
+    "mkdir": "rmdir",
+    "rmdir": "mkdir",
+}
+
+
+def _inverse(f: FileChange) -> FileChange:
+    op = _UNDO[f.op]
+    if op == "move":
+        assert f.source is not None
+        return FileChange(f.source, "move", f.result, f.base, f.base_mode, f.mode, source=f.path)
+    return FileChange(f.path, op, f.result, f.base, f.base_mode, f.mode)
